@@ -1,0 +1,47 @@
+# One entry point for humans and CI. Every target installs what it needs first.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+WEB    := app/web
+WEB_SRC := $(shell find $(WEB)/src $(WEB)/index.html $(WEB)/package.json $(WEB)/package-lock.json $(WEB)/vite.config.ts -type f 2>/dev/null)
+
+# Offline-safe `langgraph dev`: no analytics, no version check.
+export LANGGRAPH_CLI_NO_ANALYTICS := 1
+export LANGGRAPH_NO_VERSION_CHECK := 1
+
+.PHONY: install run test lint bench browser web clean
+
+install: $(STAMP) web
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	touch $@
+
+# The web UI is built at install time, never committed.
+web: $(if $(wildcard $(WEB)/package.json),$(WEB)/dist/index.html)
+
+$(WEB)/dist/index.html: $(WEB_SRC)
+	cd $(WEB) && npm ci --no-audit --no-fund --loglevel=error && npm run build
+
+# Debian's Chromium drives the browser tests (Playwright never downloads a browser here).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+run: install
+	$(BIN)/react-agent serve
+
+test: install browser
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+bench: install
+	$(BIN)/python -m bench $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) $(WEB)/dist $(WEB)/node_modules .pytest_cache .mypy_cache .ruff_cache

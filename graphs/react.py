@@ -1,0 +1,108 @@
+"""The ReAct loop every agent is built from: agent <-> tools, until no tool is called."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Annotated, Any, Literal, TypedDict
+
+import openai
+from langchain_core.language_models import LanguageModelInput
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage
+from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.tools import BaseTool
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.managed import RemainingSteps
+from langgraph.types import Send
+
+from app.settings import Settings, get_settings
+from graphs.model import make_model, model_call_failed, repair_misplaced_tool_calls
+from graphs.tools_node import ToolTask, current_run, plan_tool_tasks, run_tool_task
+from prompts import load_prompts, render_prompt
+from tools.errors import ToolsetUnavailable
+
+ToolsProvider = Callable[[], Awaitable[Sequence[BaseTool]]]
+
+STEP_LIMIT = (
+    "已达到本轮最多 {steps} 步的限制，为避免无限循环已停止。"
+    "以上是目前得到的结果；请缩小问题范围或补充信息后再试。"
+)
+
+
+class AgentState(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+    remaining_steps: RemainingSteps
+
+
+def build_react_graph(
+    *, name: str, prompts: Sequence[str], tools: Sequence[BaseTool] | ToolsProvider
+) -> StateGraph[AgentState]:
+    """The uncompiled loop for one agent; compile it with or without a checkpointer."""
+    load_tools = tools if callable(tools) else _static(tools)
+    load_prompts(tuple(prompts))  # file reads belong to start-up, not to a run
+    models = _ModelCache()
+
+    async def agent(state: AgentState, config: RunnableConfig) -> dict[str, list[AnyMessage]]:
+        settings = get_settings()
+        turns = sum(isinstance(m, AIMessage) for m in current_run(state["messages"]))
+        if turns >= settings.agent_max_steps or state["remaining_steps"] <= 2:
+            return {"messages": [AIMessage(STEP_LIMIT.format(steps=turns))]}
+        try:
+            toolset = await load_tools()
+        except ToolsetUnavailable as exc:
+            return {"messages": [AIMessage(str(exc))]}
+        system = SystemMessage(render_prompt(tuple(prompts)))
+        model = models.bound(settings, toolset)
+        try:
+            response = await model.ainvoke([system, *state["messages"]], config)
+        except openai.APIError as exc:
+            raise model_call_failed(exc, retries=settings.openai_max_retries) from exc
+        assert isinstance(response, AIMessage)
+        return {"messages": [repair_misplaced_tool_calls(response)]}
+
+    def should_continue(state: AgentState) -> list[Send] | Literal["__end__"]:
+        last = state["messages"][-1]
+        if not isinstance(last, AIMessage) or not last.tool_calls:
+            return "__end__"
+        max_calls = get_settings().agent_max_calls_per_tool
+        return [
+            Send("tools", task)
+            for task in plan_tool_tasks(state["messages"], max_calls_per_tool=max_calls)
+        ]
+
+    async def tools_node(task: ToolTask, config: RunnableConfig) -> dict[str, Any]:
+        return await run_tool_task(task, await load_tools(), get_settings(), config)
+
+    builder = StateGraph(AgentState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", tools_node, input_schema=ToolTask)  # type: ignore[arg-type]
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", should_continue, path_map=["tools", END])
+    builder.add_edge("tools", "agent")
+    return builder
+
+
+def _static(tools: Sequence[BaseTool]) -> ToolsProvider:
+    fixed = tuple(tools)
+
+    async def provide() -> Sequence[BaseTool]:
+        return fixed
+
+    return provide
+
+
+class _ModelCache:
+    """One bound model per (settings, toolset), so binding happens once, not per turn."""
+
+    def __init__(self) -> None:
+        self._key: tuple[Settings, Sequence[BaseTool]] | None = None
+        self._model: Runnable[LanguageModelInput, BaseMessage] | None = None
+
+    def bound(
+        self, settings: Settings, toolset: Sequence[BaseTool]
+    ) -> Runnable[LanguageModelInput, BaseMessage]:
+        key = self._key
+        if self._model is None or key is None or key[0] is not settings or key[1] is not toolset:
+            self._model = make_model(settings).bind_tools(list(toolset))
+            self._key = (settings, toolset)
+        return self._model

@@ -1,0 +1,39 @@
+"""The tushare agent: A-share single-stock analysis over the Tushare MCP tools.
+
+Tools: whatever the MCP server lists, `resolve_stock`, the ask tools and
+`save_report`. They are connected on the first request, not at import, so this
+module imports and compiles without a token and without network.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from langchain_core.tools import BaseTool
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Checkpointer
+
+from graphs.react import build_react_graph
+from tools.ask import ASK_TOOLS
+from tools.mcp.toolset import get_tushare_toolset
+from tools.report import SAVE_REPORT
+
+DESCRIPTION = "A 股个股分析：通过 Tushare MCP 查询行情，做量价与月线趋势分析"
+
+LOCAL_TOOLS: tuple[BaseTool, ...] = (*ASK_TOOLS, SAVE_REPORT)
+
+
+async def tushare_tools() -> Sequence[BaseTool]:
+    """MCP tools + resolve_stock + ask tools + save_report (the same tuple while cached)."""
+    return (await get_tushare_toolset(LOCAL_TOOLS)).tools
+
+
+builder = build_react_graph(name="tushare", prompts=("tushare", "ask"), tools=tushare_tools)
+
+
+def make_graph(checkpointer: Checkpointer = None) -> CompiledStateGraph:
+    """The tushare graph, compiled with `checkpointer` (none for `langgraph dev`)."""
+    return builder.compile(checkpointer=checkpointer, name="tushare")
+
+
+graph = make_graph()

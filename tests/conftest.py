@@ -1,0 +1,68 @@
+"""Shared fixtures: the LLM and Open-Meteo doubles, and settings pointed at them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.settings import get_settings
+from tests.doubles.env import PROJECT_VARS, double_env
+from tests.doubles.llm import ScriptedLLM
+from tests.doubles.open_meteo import FakeOpenMeteo
+
+
+@pytest.fixture(scope="session")
+def _llm_server() -> Iterator[ScriptedLLM]:
+    with ScriptedLLM() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def _meteo_server() -> Iterator[FakeOpenMeteo]:
+    with FakeOpenMeteo() as server:
+        yield server
+
+
+@pytest.fixture
+def llm(_llm_server: ScriptedLLM) -> Iterator[ScriptedLLM]:
+    """The scripted OpenAI-compatible server, empty at the start of each test."""
+    _llm_server.reset()
+    yield _llm_server
+    _llm_server.reset()
+
+
+@pytest.fixture
+def meteo(_meteo_server: FakeOpenMeteo) -> Iterator[FakeOpenMeteo]:
+    """The fake Open-Meteo server, without faults or recorded requests at each test's start."""
+    _meteo_server.reset()
+    yield _meteo_server
+    _meteo_server.reset()
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    """Where the app keeps its SQLite file and reports in this test."""
+    path = tmp_path / "data"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _settings_on_doubles(
+    monkeypatch: pytest.MonkeyPatch,
+    llm: ScriptedLLM,
+    meteo: FakeOpenMeteo,
+    data_dir: Path,
+) -> Iterator[None]:
+    # Real keys or a developer's .env must never reach a test: clear, then point at doubles.
+    for name in PROJECT_VARS:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in double_env(llm, meteo, data_dir).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()

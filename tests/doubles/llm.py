@@ -1,0 +1,469 @@
+"""ScriptedLLM: an OpenAI-compatible chat-completions server that replays scripted turns.
+
+    llm.script(text("你好"), tool_call("get_weather", {"location": "北京"}))
+
+Each request to `POST /v1/chat/completions` consumes the next turn, streamed as SSE
+`chat.completion.chunk`s when the request says `stream: true`, else one JSON
+`chat.completion`. Every request body is kept in `llm.requests`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from types import TracebackType
+from typing import Any, Self
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from tests.doubles._server import ServerThread
+
+OUT_OF_SCRIPT = "ScriptedLLM: script ran out at request #{n} (add a turn with llm.script(...))"
+HANG_RELEASED = "ScriptedLLM: the hanging reply was released before it finished"
+
+_ids = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One tool call of a scripted turn."""
+
+    name: str
+    args: dict[str, Any] | str
+    id: str | None = None
+    split: bool = True
+
+    @property
+    def arguments(self) -> str:
+        """The arguments as the JSON text the model emits."""
+        if isinstance(self.args, str):
+            return self.args
+        return json.dumps(self.args, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One scripted model reply: text, tool calls, an HTTP error or a hang."""
+
+    content: str = ""
+    calls: tuple[Call, ...] = ()
+    interleave: bool = False
+    chunk_size: int = 3
+    delay_s: float = 0.0
+    status: int = 200
+    error_body: dict[str, Any] | None = None
+    retry_after_s: float | None = None
+    should_retry: bool | None = None
+    hang_s: float = 0.0
+    reasoning: str = ""
+    finish_reason: str | None = None
+
+
+def text(content: str, *, chunk_size: int = 3, delay_s: float = 0.0) -> Turn:
+    """A text reply, streamed `chunk_size` characters at a time, `delay_s` between chunks."""
+    return Turn(content=content, chunk_size=chunk_size, delay_s=delay_s)
+
+
+def call(
+    name: str, args: dict[str, Any] | str, *, id: str | None = None, split: bool = True
+) -> Call:
+    """A tool call to put into `tool_calls([...])`."""
+    return Call(name=name, args=args, id=id, split=split)
+
+
+def tool_call(
+    name: str,
+    args: dict[str, Any] | str,
+    *,
+    id: str | None = None,
+    split: bool = True,
+    content: str = "",
+    chunk_size: int = 3,
+    delay_s: float = 0.0,
+) -> Turn:
+    """A reply with one tool call (after optional text `content`).
+
+    split=True streams the arguments over many small chunks, the name only in the first;
+    split=False sends id, name and the whole arguments in one chunk.
+    """
+    return Turn(
+        content=content,
+        calls=(Call(name=name, args=args, id=id, split=split),),
+        chunk_size=chunk_size,
+        delay_s=delay_s,
+    )
+
+
+def tool_calls(
+    calls: Iterable[Call | Turn | tuple[str, dict[str, Any] | str]],
+    *,
+    interleave: bool = True,
+    content: str = "",
+    chunk_size: int = 3,
+    delay_s: float = 0.0,
+) -> Turn:
+    """A reply with several parallel tool calls; interleave=True mixes their chunks."""
+    flat: list[Call] = []
+    for item in calls:
+        if isinstance(item, Call):
+            flat.append(item)
+        elif isinstance(item, Turn):
+            flat.extend(item.calls)
+        else:
+            flat.append(Call(name=item[0], args=item[1]))
+    return Turn(
+        content=content,
+        calls=tuple(flat),
+        interleave=interleave,
+        chunk_size=chunk_size,
+        delay_s=delay_s,
+    )
+
+
+def error(
+    status: int, body: dict[str, Any] | None = None, *, retry_after_s: float | None = 0.01
+) -> Turn:
+    """An HTTP error with OpenAI's error JSON (a short `retry-after-ms` keeps retries fast)."""
+    if body is None:
+        kind = {
+            400: "invalid_request_error",
+            401: "authentication_error",
+            429: "rate_limit_exceeded",
+        }.get(status, "server_error")
+        body = {
+            "error": {
+                "message": f"scripted error {status}",
+                "type": kind,
+                "param": None,
+                "code": kind,
+            }
+        }
+    return Turn(status=status, error_body=body, retry_after_s=retry_after_s)
+
+
+def hang(seconds: float = 60.0, *, partial: str = "") -> Turn:
+    """A reply that waits `seconds` (ended early by `llm.reset()`, stop or disconnect).
+
+    Streaming: the role chunk and `partial` text are sent first, then the stream stalls.
+    """
+    return Turn(content=partial, hang_s=seconds)
+
+
+def reasoning(thought: str, then: Turn) -> Turn:
+    """`then`, preceded by DeepSeek-style `reasoning_content` deltas."""
+    return replace(then, reasoning=thought)
+
+
+Fallback = Callable[[dict[str, Any]], Turn]
+
+
+@dataclass
+class _State:
+    turns: deque[Turn] = field(default_factory=deque)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+
+
+class ScriptedLLM:
+    """The OpenAI-compatible double; `url` ends in `/v1` (OPENAI_BASE_URL)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._state = _State()
+        self.fallback: Fallback | None = None
+        app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._completions, methods=["POST"]),
+                Route("/v1/models", self._models, methods=["GET"]),
+            ]
+        )
+        self._server = ServerThread(app)
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> Self:
+        """Start serving (idempotent)."""
+        self._server.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving; hanging replies end."""
+        self._server.stop()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        """Base URL for OpenAI clients, ending in `/v1`."""
+        return f"{self._server.url}/v1"
+
+    # --- script ----------------------------------------------------------------------
+
+    def script(self, *turns: Turn) -> None:
+        """Append turns; each request consumes the next one."""
+        with self._lock:
+            self._state.turns.extend(turns)
+
+    def reset(self) -> None:
+        """Forget turns, requests and the fallback; release hanging replies."""
+        with self._lock:
+            self._state = _State()
+            self.fallback = None
+        self._server.release_hangs()
+
+    @property
+    def pending(self) -> int:
+        """Scripted turns not consumed yet."""
+        with self._lock:
+            return len(self._state.turns)
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """Every request body received so far (a copy)."""
+        with self._lock:
+            return list(self._state.requests)
+
+    @property
+    def request_headers(self) -> list[dict[str, str]]:
+        """The headers of every request (lower-case names)."""
+        with self._lock:
+            return list(self._state.headers)
+
+    @property
+    def last_request(self) -> dict[str, Any]:
+        """The most recent request body."""
+        with self._lock:
+            if not self._state.requests:
+                raise AssertionError("ScriptedLLM received no request")
+            return self._state.requests[-1]
+
+    def wait_for_requests(self, n: int, within_s: float = 5.0) -> list[dict[str, Any]]:
+        """Block until at least `n` requests arrived; raises TimeoutError otherwise."""
+        with self._lock:
+            if not self._lock.wait_for(lambda: len(self._state.requests) >= n, within_s):
+                got = len(self._state.requests)
+                raise TimeoutError(f"ScriptedLLM got {got} request(s), expected {n}")
+            return list(self._state.requests)
+
+    async def await_requests(self, n: int, within_s: float = 5.0) -> list[dict[str, Any]]:
+        """`wait_for_requests` without blocking the caller's event loop."""
+        return await asyncio.to_thread(self.wait_for_requests, n, within_s)
+
+    def _next_turn(self, body: dict[str, Any], headers: dict[str, str]) -> tuple[Turn, int]:
+        with self._lock:
+            self._state.requests.append(body)
+            self._state.headers.append(headers)
+            n = len(self._state.requests)
+            turn = self._state.turns.popleft() if self._state.turns else None
+            fallback = self.fallback
+            self._lock.notify_all()
+        if turn is None and fallback is not None:
+            turn = fallback(body)
+        if turn is None:
+            return _out_of_script(n), n
+        return turn, n
+
+    # --- HTTP ------------------------------------------------------------------------
+
+    async def _models(self, request: Request) -> Response:
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [{"id": "test-model", "object": "model", "owned_by": "test"}],
+            }
+        )
+
+    async def _completions(self, request: Request) -> Response:
+        try:
+            body = await request.json()
+        except json.JSONDecodeError:
+            return JSONResponse(_error_body("invalid JSON body", "invalid_request_error"), 400)
+        turn, n = self._next_turn(body, {k.lower(): v for k, v in request.headers.items()})
+        if turn.status != 200:
+            return _error_response(turn)
+        reply = _Reply(turn, model=str(body.get("model") or "test-model"), n=n)
+        if body.get("stream"):
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return StreamingResponse(
+                self._stream(reply, include_usage),
+                media_type="text/event-stream",
+                headers={"cache-control": "no-cache"},
+            )
+        if turn.hang_s and not await self._server.hang(turn.hang_s, request):
+            return _error_response(Turn(status=503, error_body=_error_body(HANG_RELEASED)))
+        return JSONResponse(reply.completion())
+
+    async def _stream(self, reply: _Reply, include_usage: bool) -> AsyncIterator[str]:
+        turn = reply.turn
+        for i, chunk in enumerate(reply.chunks(include_usage)):
+            if i and turn.delay_s:
+                await asyncio.sleep(turn.delay_s)
+            yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+            if turn.hang_s and i == reply.hang_after:
+                # Stalls mid-stream; a released hang ends the stream without a finish chunk.
+                await self._server.hang(turn.hang_s)
+                return
+        yield "data: [DONE]\n\n"
+
+
+class _Reply:
+    """Renders one turn as OpenAI's JSON completion or its stream of chunks."""
+
+    def __init__(self, turn: Turn, *, model: str, n: int) -> None:
+        self.turn = turn
+        self.model = model
+        self.id = f"chatcmpl-scripted{n:04d}"
+        self.created = int(time.time())
+        self.calls = [
+            (c, c.id or f"call_scripted{next(_ids):04d}_{i}") for i, c in enumerate(turn.calls)
+        ]
+        self.hang_after = -1
+
+    @property
+    def finish_reason(self) -> str:
+        if self.turn.finish_reason:
+            return self.turn.finish_reason
+        return "tool_calls" if self.calls else "stop"
+
+    def usage(self) -> dict[str, Any]:
+        completion = len(self.turn.content) + sum(len(c.arguments) for c, _ in self.calls)
+        completion_tokens = max(1, completion // 2)
+        return {
+            "prompt_tokens": 10,
+            "completion_tokens": completion_tokens,
+            "total_tokens": 10 + completion_tokens,
+        }
+
+    def completion(self) -> dict[str, Any]:
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": self.turn.content or (None if self.calls else ""),
+            "refusal": None,
+        }
+        if self.turn.reasoning:
+            message["reasoning_content"] = self.turn.reasoning
+        if self.calls:
+            message["tool_calls"] = [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c, call_id in self.calls
+            ]
+        return {
+            "id": self.id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": "fp_scripted",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": self.finish_reason,
+                }
+            ],
+            "usage": self.usage(),
+        }
+
+    def _chunk(
+        self, delta: dict[str, Any], finish: str | None = None, *, usage: bool
+    ) -> dict[str, Any]:
+        chunk: dict[str, Any] = {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": "fp_scripted",
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        }
+        if usage:
+            chunk["usage"] = None
+        return chunk
+
+    def chunks(self, include_usage: bool) -> list[dict[str, Any]]:
+        turn = self.turn
+        size = max(1, turn.chunk_size)
+        deltas: list[dict[str, Any]] = []
+        first: dict[str, Any] = {"role": "assistant", "content": "", "refusal": None}
+        deltas.append(first)
+        deltas.extend({"reasoning_content": piece} for piece in _pieces(turn.reasoning, size))
+        deltas.extend({"content": piece} for piece in _pieces(turn.content, size))
+        if turn.hang_s:
+            self.hang_after = len(deltas) - 1
+        deltas.extend(self._call_deltas(size))
+        if self.calls and not turn.content and not turn.reasoning:
+            # OpenAI opens a tool-call reply with content null and the first call inline.
+            first["content"] = None
+            first.update(deltas.pop(1))
+        out = [self._chunk(d, usage=include_usage) for d in deltas]
+        out.append(self._chunk({}, self.finish_reason, usage=include_usage))
+        if include_usage:
+            out.append({**self._chunk({}, usage=False), "choices": [], "usage": self.usage()})
+        return out
+
+    def _call_deltas(self, size: int) -> list[dict[str, Any]]:
+        streams: list[list[dict[str, Any]]] = []
+        for index, (c, call_id) in enumerate(self.calls):
+            head = {"index": index, "id": call_id, "type": "function"}
+            if not c.split:
+                streams.append([{**head, "function": {"name": c.name, "arguments": c.arguments}}])
+                continue
+            parts = [{**head, "function": {"name": c.name, "arguments": ""}}]
+            parts.extend(
+                {"index": index, "function": {"arguments": piece}}
+                for piece in _pieces(c.arguments, size)
+            )
+            streams.append(parts)
+        if self.turn.interleave:
+            ordered = [
+                part
+                for group in itertools.zip_longest(*streams)
+                for part in group
+                if part is not None
+            ]
+        else:
+            ordered = [part for stream in streams for part in stream]
+        return [{"tool_calls": [part]} for part in ordered]
+
+
+def _pieces(value: str, size: int) -> Sequence[str]:
+    return [value[i : i + size] for i in range(0, len(value), size)]
+
+
+def _error_body(message: str, kind: str = "server_error") -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+
+def _out_of_script(n: int) -> Turn:
+    # A missing turn must fail loudly at once, not after the client's retries.
+    return Turn(status=500, error_body=_error_body(OUT_OF_SCRIPT.format(n=n)), should_retry=False)
+
+
+def _error_response(turn: Turn) -> Response:
+    headers: dict[str, str] = {}
+    if turn.retry_after_s is not None:
+        headers["retry-after-ms"] = str(int(turn.retry_after_s * 1000) or 1)
+    if turn.should_retry is not None:
+        headers["x-should-retry"] = "true" if turn.should_retry else "false"
+    return JSONResponse(turn.error_body, status_code=turn.status, headers=headers)
