@@ -140,6 +140,13 @@ class ServerThread:
         except BaseException as exc:  # reported by start() when startup fails
             self._error = exc
         finally:
+            # Background tasks the app left behind (e.g. sse-starlette's shutdown watcher)
+            # would otherwise be destroyed pending, with a warning, when the loop closes.
+            leftovers = asyncio.all_tasks(loop)
+            for task in leftovers:
+                task.cancel()
+            if leftovers:
+                loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
             loop.close()
 
     def __enter__(self) -> Self:

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
-from langchain_core.messages import AIMessage
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import tool
 
 from app.settings import Settings
 from graphs.model import ModelNotConfigured, make_model, repair_misplaced_tool_calls
+from graphs.react import build_react_graph
 
 # Recorded shape: DeepSeek streamed through LangChain, the call landed in `content`.
 MISPLACED = AIMessage(
@@ -56,3 +63,40 @@ def test_a_missing_model_name_is_named_in_the_error() -> None:
     settings = Settings(openai_api_key="k", openai_model=None)  # type: ignore[arg-type]
     with pytest.raises(ModelNotConfigured, match="OPENAI_MODEL"):
         make_model(settings)
+
+
+class RecordedReplies(BaseChatModel):
+    """Replays recorded provider responses as LangChain parsed them (unit-test fake)."""
+
+    replies: list[AIMessage]
+
+    @property
+    def _llm_type(self) -> str:
+        return "recorded"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Runnable[Any, AIMessage]:
+        return self
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self.replies.pop(0))])
+
+
+async def test_a_misplaced_tool_call_still_runs_the_tool(monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[str] = []
+
+    @tool
+    def resolve_stock(name: str) -> str:
+        """Resolve a stock name."""
+        ran.append(name)
+        return '{"ts_code": "000001.SZ", "name": "平安银行"}'
+
+    model = RecordedReplies(replies=[MISPLACED, AIMessage(content="平安银行，代码 000001.SZ。")])
+    monkeypatch.setattr("graphs.react.make_model", lambda settings: model)
+    graph = build_react_graph(name="t", prompts=("ask",), tools=[resolve_stock]).compile()
+    result = await graph.ainvoke({"messages": [HumanMessage("分析平安")]})
+    assert ran == ["平安"]
+    [tool_message] = [m for m in result["messages"] if isinstance(m, ToolMessage)]
+    assert tool_message.tool_call_id == "call_0_8f2d" and "000001.SZ" in tool_message.text
+    assert result["messages"][-1].content == "平安银行，代码 000001.SZ。"

@@ -1,0 +1,97 @@
+"""The lazy, cached tushare toolset: no token, first use, caching, retry after failure."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from app.settings import get_settings
+from tests.doubles.tushare_mcp import TushareMCP
+from tools.errors import ToolsetUnavailable
+from tools.mcp.toolset import TOKEN_HINT, forget_tushare_toolset, get_tushare_toolset
+
+TOKEN = "tushare-token-a81c44d2"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_toolset() -> Iterator[None]:
+    forget_tushare_toolset()
+    yield
+    forget_tushare_toolset()
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[TushareMCP]:
+    with TushareMCP(token=TOKEN) as double:
+        point_at(monkeypatch, double.url, TOKEN)
+        yield double
+
+
+def point_at(monkeypatch: pytest.MonkeyPatch, url: str, token: str) -> None:
+    monkeypatch.setenv("TUSHARE_MCP_URL", url)
+    monkeypatch.setenv("TUSHARE_TOKEN", token)
+    get_settings.cache_clear()
+
+
+def initializations(server: TushareMCP) -> int:
+    """How many MCP sessions were opened (each starts with a POST carrying no session id)."""
+    return sum("mcp-session-id" not in h for h in server.request_headers)
+
+
+async def test_without_a_token_the_toolset_is_unavailable_with_a_hint() -> None:
+    with pytest.raises(ToolsetUnavailable) as raised:
+        await get_tushare_toolset()
+    assert str(raised.value) == TOKEN_HINT
+    assert "TUSHARE_TOKEN=" in TOKEN_HINT
+
+
+async def test_the_toolset_holds_the_mcp_tools_resolve_stock_and_the_extras(
+    server: TushareMCP,
+) -> None:
+    from tools.report import SAVE_REPORT
+
+    toolset = await get_tushare_toolset((SAVE_REPORT,))
+    names = [tool.name for tool in toolset.tools]
+    assert names == ["stock_basic", "daily", "monthly", "resolve_stock", "save_report"]
+
+
+async def test_the_connection_is_made_once_and_reused(server: TushareMCP) -> None:
+    first, second = await asyncio.gather(get_tushare_toolset(), get_tushare_toolset())
+    third = await get_tushare_toolset()
+    assert first is second is third
+    assert initializations(server) == 1
+
+
+async def test_a_different_url_gets_a_new_connection(
+    server: TushareMCP, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = await get_tushare_toolset()
+    with TushareMCP(token=TOKEN) as other:
+        point_at(monkeypatch, other.url, TOKEN)
+        second = await get_tushare_toolset()
+        assert second is not first
+        assert second.client.url == other.url
+
+
+async def test_a_failed_connection_is_forgotten_and_retried_on_the_next_request(
+    server: TushareMCP,
+) -> None:
+    server.stop()
+    with pytest.raises(ToolsetUnavailable) as raised:
+        await get_tushare_toolset()
+    assert "无法连接 Tushare MCP 服务" in str(raised.value)
+    server.start()
+    toolset = await get_tushare_toolset()
+    assert "daily" in [tool.name for tool in toolset.tools]
+
+
+async def test_a_wrong_token_makes_the_toolset_unavailable_with_a_readable_reason(
+    server: TushareMCP, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    point_at(monkeypatch, server.url, "not-the-token-91")
+    with pytest.raises(ToolsetUnavailable) as raised:
+        await get_tushare_toolset()
+    assert "TUSHARE_TOKEN" in str(raised.value)
+    assert "not-the-token-91" not in str(raised.value)

@@ -1,0 +1,65 @@
+"""Tushare's three answer shapes, parsed into rows and rendered for the model."""
+
+from __future__ import annotations
+
+import json
+
+from tools.mcp.tushare_result import ApiError, Table, parse_text, readable, render
+
+BAR = {"ts_code": "000001.SZ", "trade_date": "20251231", "close": 11.2, "vol": 1234.5}
+
+
+def test_an_array_of_row_objects_is_a_table() -> None:
+    parsed = parse_text(json.dumps([BAR]))
+    assert parsed == Table(fields=list(BAR), rows=[BAR])
+
+
+def test_fields_and_items_become_row_objects() -> None:
+    text = json.dumps({"fields": list(BAR), "items": [list(BAR.values())]})
+    assert parse_text(text) == Table(fields=list(BAR), rows=[BAR])
+
+
+def test_a_code_and_msg_answer_is_an_api_error() -> None:
+    parsed = parse_text('{"code": 40203, "msg": "抱歉，您每分钟最多访问该接口2次"}')
+    assert parsed == ApiError(code=40203, msg="抱歉，您每分钟最多访问该接口2次")
+
+
+def test_the_http_api_envelope_with_code_zero_is_its_data() -> None:
+    text = json.dumps({"code": 0, "msg": "", "data": {"fields": ["a"], "items": [[1], [2]]}})
+    assert parse_text(text) == Table(fields=["a"], rows=[{"a": 1}, {"a": 2}])
+
+
+def test_text_that_is_not_a_known_shape_is_left_alone() -> None:
+    assert parse_text("平安银行 000001.SZ") is None
+    assert readable("平安银行 000001.SZ") == "平安银行 000001.SZ"
+    assert readable('{"hello": "world"}') == '{"hello": "world"}'
+
+
+def test_rows_render_as_a_header_line_rows_and_a_count() -> None:
+    text = readable(json.dumps([BAR, {**BAR, "trade_date": "20251230", "close": None}]))
+    assert text.splitlines() == [
+        "ts_code | trade_date | close | vol",
+        "000001.SZ | 20251231 | 11.2 | 1234.5",
+        "000001.SZ | 20251230 |  | 1234.5",
+        "（共 2 行）",
+    ]
+
+
+def test_an_api_error_renders_as_error_text_with_its_code() -> None:
+    text = render(ApiError(code=40203, msg="权限不足"))
+    assert text.startswith("错误:")
+    assert "40203" in text
+    assert "权限不足" in text
+
+
+def test_an_empty_answer_says_so() -> None:
+    assert "0 行" in readable("[]")
+
+
+def test_long_answers_are_cut_with_a_note() -> None:
+    rows = [{**BAR, "trade_date": str(20250000 + i)} for i in range(5)]
+    text = render(Table(fields=list(BAR), rows=rows), max_rows=2)
+    lines = text.splitlines()
+    assert len(lines) == 1 + 2 + 1
+    assert "共 5 行" in lines[-1]
+    assert "前 2 行" in lines[-1]

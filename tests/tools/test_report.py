@@ -1,0 +1,84 @@
+"""save_report's file handling: safe names, no escape from the reports directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tools.report import (
+    SAVE_REPORT,
+    UnsafeReportPath,
+    safe_file_name,
+    save_report,
+    write_report,
+)
+from tools.risk import risk_of
+
+
+def test_save_report_is_sensitive_so_it_is_confirmed_first() -> None:
+    assert SAVE_REPORT is save_report
+    assert risk_of(SAVE_REPORT) == "sensitive"
+    assert set(SAVE_REPORT.args) == {"title", "markdown"}
+
+
+@pytest.mark.parametrize(
+    ("title", "expected"),
+    [
+        ("平安银行 000001.SZ 分析", "平安银行 000001.SZ 分析"),
+        ("../../etc/passwd", "_.._etc_passwd"),
+        ("..\\..\\windows", "_.._windows"),
+        ("/abs/path", "_abs_path"),
+        ("a:b*c?d", "a_b_c_d"),
+        ("...", "report"),
+        ("", "report"),
+        ("  多余   空格  ", "多余 空格"),
+    ],
+)
+def test_titles_become_file_names_without_separators(title: str, expected: str) -> None:
+    assert safe_file_name(title) == expected
+
+
+def test_a_very_long_title_is_shortened() -> None:
+    assert len(safe_file_name("分析" * 200)) <= 80
+
+
+def test_the_report_is_written_inside_the_directory(tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    path = write_report("平安银行分析", "# 平安银行\n\n收盘 11.2", reports)
+    assert path == (reports / "平安银行分析.md").resolve()
+    assert path.read_text("utf-8") == "# 平安银行\n\n收盘 11.2\n"
+
+
+def test_dot_dot_in_the_title_cannot_escape_the_directory(tmp_path: Path) -> None:
+    box = tmp_path / "box"
+    reports = box / "reports"
+    path = write_report("../../escape", "x", reports)
+    assert path.parent == reports.resolve()
+    assert sorted(box.rglob("*")) == [reports, reports / "_.._escape.md"]
+    assert not (tmp_path / "escape.md").exists()
+
+
+def test_an_existing_report_is_not_overwritten(tmp_path: Path) -> None:
+    first = write_report("日报", "one", tmp_path)
+    second = write_report("日报", "two", tmp_path)
+    assert second.name == "日报-2.md"
+    assert first.read_text("utf-8") == "one\n"
+    assert second.read_text("utf-8") == "two\n"
+
+
+def test_a_symlink_pointing_outside_is_refused(tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    outside = tmp_path / "outside.md"
+    (reports / "日报.md").symlink_to(outside)
+    with pytest.raises(UnsafeReportPath):
+        write_report("日报", "x", reports)
+    assert not outside.exists()
+
+
+async def test_the_tool_reports_where_it_saved(data_dir: Path) -> None:
+    text = await save_report.ainvoke({"title": "../茅台", "markdown": "# 茅台"})
+    saved = data_dir / "reports" / "_茅台.md"
+    assert text == f"报告已保存：{saved.resolve()}"
+    assert saved.read_text("utf-8") == "# 茅台\n"

@@ -1,0 +1,84 @@
+"""`save_report`: write an analysis to a Markdown file in the reports directory.
+
+The tool is `sensitive`, so the tools node asks the user to confirm before it runs.
+The title becomes a file name that cannot leave the directory: separators and other
+unsafe characters are replaced, and the resolved path is checked to be inside.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import unicodedata
+from pathlib import Path
+
+from langchain_core.tools import tool
+
+from app.settings import get_settings
+from tools.risk import with_risk
+
+SAVED = "报告已保存：{path}"
+REFUSED = "错误: 报告未保存：文件名「{name}」不在报告目录内"
+WRITE_FAILED = "错误: 报告未保存：{reason}"
+DEFAULT_NAME = "report"
+MAX_NAME_CHARS = 80
+
+_UNSAFE = re.compile(r'[\\/:*?"<>|\x00-\x1f\x7f]+')
+
+
+class UnsafeReportPath(ValueError):
+    """The report's path would leave the reports directory."""
+
+
+def safe_file_name(title: str) -> str:
+    """A file name stem from `title`: no separators, no leading dots, not empty."""
+    name = unicodedata.normalize("NFC", title)
+    name = _UNSAFE.sub("_", name)
+    name = re.sub(r"\s+", " ", name).strip()
+    name = name.lstrip(". ").rstrip(". ")
+    name = name[:MAX_NAME_CHARS].rstrip(". ")
+    return name or DEFAULT_NAME
+
+
+def write_report(title: str, markdown: str, directory: Path) -> Path:
+    """Write `markdown` to `<directory>/<safe title>.md` without overwriting; return the path.
+
+    An existing report of the same title is kept; the new one gets a `-2`, `-3`... suffix.
+    Raises UnsafeReportPath if the path would resolve outside `directory`.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    root = directory.resolve()
+    stem = safe_file_name(title)
+    for attempt in range(1, 1000):
+        name = f"{stem}.md" if attempt == 1 else f"{stem}-{attempt}.md"
+        path = (root / name).resolve()
+        if not path.is_relative_to(root) or path.parent != root:
+            raise UnsafeReportPath(name)
+        try:
+            with path.open("x", encoding="utf-8") as file:
+                file.write(markdown if markdown.endswith("\n") else markdown + "\n")
+        except FileExistsError:
+            continue
+        return path
+    raise FileExistsError(f"too many reports named {stem!r}")
+
+
+@tool("save_report")
+async def save_report(title: str, markdown: str) -> str:
+    """把分析报告保存为 Markdown 文件（保存前会请用户确认）。
+
+    Args:
+        title: 报告标题，用作文件名，例如“平安银行 000001.SZ 分析 20250630”
+        markdown: 报告全文（Markdown 格式）
+    """
+    directory = get_settings().agent_reports_dir
+    try:
+        path = await asyncio.to_thread(write_report, title, markdown, directory)
+    except UnsafeReportPath as exc:
+        return REFUSED.format(name=exc)
+    except OSError as exc:
+        return WRITE_FAILED.format(reason=exc.strerror or type(exc).__name__)
+    return SAVED.format(path=path)
+
+
+SAVE_REPORT = with_risk(save_report, "sensitive")
