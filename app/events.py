@@ -1,0 +1,453 @@
+"""LangGraph stream -> AG-UI 1.0 events: the one transformer every client shares.
+
+`stream_run` drives a compiled ReAct graph (nodes "agent" and "tools") and yields
+typed `ag_ui.core` events in the contract's order: RUN_STARTED, per model turn the
+text and tool-call events, TOOL_CALL_RESULT per executed call, STEP_STARTED/FINISHED
+per node, then RUN_FINISHED (outcome success or interrupt) or RUN_ERROR. No HTTP here:
+the SSE endpoint encodes these events, the CLI renders them.
+
+Tool-call arguments: however the provider chunked them (split over many deltas, whole
+in one chunk with the name, interleaved between parallel calls, or not streamed at
+all), the TOOL_CALL_ARGS deltas of one call concatenate to its complete JSON
+arguments. Chunks are tracked by their `index`; the final AIMessage of the agent
+node's update is the truth, and whatever the chunks missed is emitted from it before
+TOOL_CALL_END.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, cast
+
+import openai
+from ag_ui.core import (
+    AssistantMessage,
+    BaseEvent,
+    CustomEvent,
+    FunctionCall,
+    Interrupt,
+    Message,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    StepFinishedEvent,
+    StepStartedEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    ToolCall,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+)
+from ag_ui.core import ToolMessage as AguiToolMessage
+from ag_ui.core.events import RunFinishedInterruptOutcome, RunFinishedSuccessOutcome
+from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.errors import GraphRecursionError
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command, StreamMode
+
+from app.threads import pending_interrupts, text_of
+from graphs.model import ModelError, ModelNotConfigured
+
+logger = logging.getLogger(__name__)
+
+STREAM_MODES: Final[list[StreamMode]] = ["messages", "updates", "custom"]
+AGENT_NODE: Final = "agent"
+TOOLS_NODE: Final = "tools"
+_INTERRUPT_KEY: Final = "__interrupt__"
+
+# What a client reads when a run fails: readable, no secrets, no stack trace.
+MODEL_HTTP_ERROR = "模型服务返回错误（HTTP {status}），请稍后重试"
+MODEL_TIMEOUT = "模型服务响应超时，请稍后重试"
+MODEL_UNREACHABLE = "无法连接模型服务，请检查 OPENAI_BASE_URL 与网络"
+RECURSION_LIMIT = "运行步数超过上限，已停止"
+INTERNAL_ERROR = "运行失败：服务内部错误（详情见服务端日志）"
+
+RUN_LOG = "run thread=%s run=%s graph=%s outcome=%s steps=%d duration_ms=%.1f"
+
+
+async def stream_run(
+    graph: CompiledStateGraph,
+    *,
+    thread_id: str,
+    run_id: str,
+    input_or_command: dict[str, Any] | Command | None,
+    config: RunnableConfig,
+) -> AsyncGenerator[BaseEvent, None]:
+    """Run `graph` on one thread and yield the run's AG-UI events.
+
+    A failure becomes a final RUN_ERROR event (and is logged with its traceback);
+    cancellation (the client went away) propagates after closing the graph stream,
+    so the thread keeps its last checkpoint. Logs one summary line per run.
+    """
+    started = time.perf_counter()
+    tracker = _Tracker()
+    outcome = "cancelled"
+    yield RunStartedEvent(thread_id=thread_id, run_id=run_id)
+    try:
+        stream = cast(
+            AsyncGenerator[tuple[str, Any], None],
+            graph.astream(input_or_command, config, stream_mode=STREAM_MODES),
+        )
+        async with aclosing(stream):
+            async for mode, data in stream:
+                if tracker.feed(mode, data):
+                    for event in tracker.drain():
+                        yield event
+        tracker.close()
+        for event in tracker.drain():
+            yield event
+        interrupts = await pending_interrupts(graph, config) if tracker.interrupted else []
+        if interrupts:
+            outcome = "interrupt"
+            finished = RunFinishedInterruptOutcome(interrupts=interrupts)
+            yield RunFinishedEvent(thread_id=thread_id, run_id=run_id, outcome=finished)
+        else:
+            outcome = "success"
+            success = RunFinishedSuccessOutcome()
+            yield RunFinishedEvent(thread_id=thread_id, run_id=run_id, outcome=success)
+    except Exception as exc:  # the run's top-level handler: report it, never break the stream
+        logger.exception("run failed thread=%s run=%s graph=%s", thread_id, run_id, graph.name)
+        outcome = "error"
+        tracker.close()
+        for event in tracker.drain():
+            yield event
+        yield run_error(exc)
+    finally:
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        logger.info(RUN_LOG, thread_id, run_id, graph.name, outcome, tracker.steps, elapsed_ms)
+
+
+def run_error(exc: BaseException) -> RunErrorEvent:
+    """The RUN_ERROR event for a failed run: a readable message and a code."""
+    if isinstance(exc, ModelNotConfigured):
+        return RunErrorEvent(message=str(exc), code="model_not_configured")
+    if isinstance(exc, ModelError):  # its message is written to be shown to users
+        return RunErrorEvent(message=str(exc), code="model_error")
+    if isinstance(exc, openai.APIStatusError):
+        message = MODEL_HTTP_ERROR.format(status=exc.status_code)
+        return RunErrorEvent(message=message, code="model_error")
+    if isinstance(exc, openai.APITimeoutError):
+        return RunErrorEvent(message=MODEL_TIMEOUT, code="model_timeout")
+    if isinstance(exc, openai.APIConnectionError):
+        return RunErrorEvent(message=MODEL_UNREACHABLE, code="model_unreachable")
+    if isinstance(exc, GraphRecursionError):
+        return RunErrorEvent(message=RECURSION_LIMIT, code="recursion_limit")
+    return RunErrorEvent(message=INTERNAL_ERROR, code="internal_error")
+
+
+def _dumps(args: Mapping[str, Any]) -> str:
+    return json.dumps(args, ensure_ascii=False)
+
+
+@dataclass(slots=True)
+class _Call:
+    """A tool call being streamed: chunks are keyed by their index."""
+
+    id: str | None = None
+    name: str | None = None
+    args: str = ""
+    started: bool = False
+
+
+@dataclass(slots=True)
+class _Turn:
+    """One model reply (one AI message) being streamed."""
+
+    id: str
+    text: list[str] = field(default_factory=list)
+    text_id: str | None = None
+    segments: int = 0
+    calls: dict[int | str, _Call] = field(default_factory=dict)
+    last_key: int | str | None = None
+
+
+class _Tracker:
+    """Folds stream items into events; `drain()` hands out what is ready."""
+
+    def __init__(self) -> None:
+        self._out: list[BaseEvent] = []
+        self._turn: _Turn | None = None
+        self._step: str | None = None
+        self.steps = 0
+        self.interrupted = False
+
+    def drain(self) -> list[BaseEvent]:
+        out, self._out = self._out, []
+        return out
+
+    def feed(self, mode: str, data: Any) -> bool:
+        """Take one `(mode, data)` stream item; True when events are ready."""
+        if mode == "messages":
+            message, meta = data
+            if isinstance(message, AIMessageChunk) and meta.get("langgraph_node") == AGENT_NODE:
+                self._chunk(message)
+        elif mode == "updates":
+            for node, update in data.items():
+                self._update(node, update)
+        elif mode == "custom":
+            self._custom(data)
+        return bool(self._out)
+
+    def close(self) -> None:
+        """End whatever is still open (turn, step) before the run's last event."""
+        if self._turn is not None:
+            self._end_turn(self._turn, None)
+        if self._step is not None:
+            self._out.append(StepFinishedEvent(step_name=self._step))
+            self._step = None
+
+    # --- steps -----------------------------------------------------------------------
+
+    def _enter(self, node: str) -> None:
+        if node == self._step:
+            return
+        if self._step is not None:
+            self._out.append(StepFinishedEvent(step_name=self._step))
+        self._out.append(StepStartedEvent(step_name=node))
+        self._step = node
+        self.steps += 1
+
+    # --- model output ----------------------------------------------------------------
+
+    def _chunk(self, chunk: AIMessageChunk) -> None:
+        self._enter(AGENT_NODE)
+        content = chunk.content
+        text = content if isinstance(content, str) else text_of(content)
+        parts = chunk.tool_call_chunks
+        if not text and not parts:
+            return  # role-only and closing chunks (whose id may be a synthetic one)
+        turn = self._turn
+        if turn is None or (chunk.id and chunk.id != turn.id):
+            if turn is not None:
+                self._end_turn(turn, None)
+            turn = self._turn = _Turn(id=chunk.id or "")
+        if text:
+            self._text(turn, text)
+        for part in parts:
+            self._call_chunk(turn, part["index"], part["id"], part["name"], part["args"])
+
+    def _text(self, turn: _Turn, delta: str) -> None:
+        if turn.text_id is None:
+            # Text after tool calls started goes into a fresh text message.
+            turn.segments += 1
+            turn.text_id = turn.id if turn.segments == 1 else f"{turn.id}:{turn.segments}"
+            self._out.append(TextMessageStartEvent(message_id=turn.text_id, role="assistant"))
+        turn.text.append(delta)
+        self._out.append(TextMessageContentEvent(message_id=turn.text_id, delta=delta))
+
+    def _end_text(self, turn: _Turn) -> None:
+        if turn.text_id is not None:
+            self._out.append(TextMessageEndEvent(message_id=turn.text_id))
+            turn.text_id = None
+
+    def _call_chunk(
+        self,
+        turn: _Turn,
+        index: int | None,
+        call_id: str | None,
+        name: str | None,
+        args: str | None,
+    ) -> None:
+        key: int | str | None = index if index is not None else call_id or turn.last_key
+        if key is None:
+            key = 0
+        turn.last_key = key
+        call = turn.calls.get(key)
+        if call is None:
+            call = turn.calls[key] = _Call()
+        if call_id and not call.id:
+            call.id = call_id
+        if name and not call.name:
+            call.name = name
+        if call.started:
+            if args:
+                call.args += args
+                self._out.append(ToolCallArgsEvent(tool_call_id=call.id or "", delta=args))
+            return
+        if args:
+            call.args += args
+        if call.id and call.name:
+            self._start_call(turn, call.id, call.name)
+            call.started = True
+            if call.args:
+                self._out.append(ToolCallArgsEvent(tool_call_id=call.id, delta=call.args))
+
+    def _start_call(self, turn: _Turn, call_id: str, name: str) -> None:
+        self._end_text(turn)
+        self._out.append(
+            ToolCallStartEvent(tool_call_id=call_id, tool_call_name=name, parent_message_id=turn.id)
+        )
+
+    def _end_turn(self, turn: _Turn, final: AIMessage | None) -> None:
+        """Emit what the chunks missed (from `final`, the truth), then close the turn."""
+        if final is not None:
+            self._reconcile_text(turn, text_of(final.content))
+        self._end_text(turn)
+        started = {call.id: call for call in turn.calls.values() if call.started}
+        for tool_call in final.tool_calls if final is not None else ():
+            call_id, args = tool_call["id"] or "", tool_call["args"]
+            call = started.pop(call_id, None)
+            if call is None:
+                self._start_call(turn, call_id, tool_call["name"])
+                self._out.append(ToolCallArgsEvent(tool_call_id=call_id, delta=_dumps(args)))
+            else:
+                missing = _missing_args(call.args, args)
+                if missing:
+                    self._out.append(ToolCallArgsEvent(tool_call_id=call_id, delta=missing))
+            self._out.append(ToolCallEndEvent(tool_call_id=call_id))
+        for dropped in started:  # streamed but dropped (invalid arguments): still closed
+            self._out.append(ToolCallEndEvent(tool_call_id=dropped or ""))
+        if self._turn is turn:
+            self._turn = None
+
+    def _reconcile_text(self, turn: _Turn, final: str) -> None:
+        if not final:
+            return
+        streamed = "".join(turn.text)
+        if final != streamed and final.startswith(streamed):
+            self._text(turn, final[len(streamed) :])
+
+    # --- node updates ----------------------------------------------------------------
+
+    def _update(self, node: str, update: Any) -> None:
+        if node == _INTERRUPT_KEY:
+            self.interrupted = True
+            return
+        messages = update.get("messages") if isinstance(update, dict) else None
+        self._enter(node)
+        if not messages:
+            return
+        if node == AGENT_NODE:
+            calls = False
+            for message in messages:
+                if isinstance(message, AIMessage):
+                    # The open turn is this node's model stream; no turn: nothing was streamed.
+                    self._end_turn(self._turn or _Turn(id=message.id or ""), message)
+                    calls = calls or bool(message.tool_calls)
+            if calls:
+                # The tools run next: say so now, not once the first one has finished.
+                self._enter(TOOLS_NODE)
+            return
+        for message in messages:
+            if isinstance(message, ToolMessage):
+                self._out.append(
+                    ToolCallResultEvent(
+                        message_id=message.id or "",
+                        tool_call_id=message.tool_call_id,
+                        content=text_of(message.content),
+                        role="tool",
+                    )
+                )
+
+    def _custom(self, data: Any) -> None:
+        if isinstance(data, dict) and isinstance(data.get("name"), str):
+            self._out.append(CustomEvent(name=data["name"], value=data.get("value")))
+        else:
+            self._out.append(CustomEvent(name="custom", value=data))
+
+
+def _missing_args(streamed: str, args: Mapping[str, Any]) -> str:
+    """What to append to the streamed argument text so that it parses to `args`."""
+    if not streamed:
+        return _dumps(args)
+    try:
+        if json.loads(streamed) == args:
+            return ""
+    except json.JSONDecodeError:
+        pass
+    whole = _dumps(args)
+    # A cut-off stream can be completed; a diverging one cannot be taken back.
+    return whole[len(streamed) :] if whole.startswith(streamed) else ""
+
+
+@dataclass(slots=True)
+class _Assistant:
+    id: str
+    text: list[str] = field(default_factory=list)
+    calls: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class RunResult:
+    """A run's events folded up: the new messages, and how the run ended."""
+
+    messages: list[Message]
+    interrupts: list[Interrupt]
+    error: RunErrorEvent | None
+
+    @property
+    def status(self) -> Literal["done", "interrupted", "error"]:
+        if self.error is not None:
+            return "error"
+        return "interrupted" if self.interrupts else "done"
+
+
+class RunCollector:
+    """Folds a run's AG-UI events into AG-UI messages (for plain-JSON answers)."""
+
+    def __init__(self) -> None:
+        self._order: list[_Assistant | AguiToolMessage] = []
+        self._assistants: dict[str, _Assistant] = {}
+        self._calls: dict[str, list[str]] = {}
+        self._interrupts: list[Interrupt] = []
+        self._error: RunErrorEvent | None = None
+
+    def _assistant(self, message_id: str) -> _Assistant:
+        found = self._assistants.get(message_id)
+        if found is None:
+            found = self._assistants[message_id] = _Assistant(message_id)
+            self._order.append(found)
+        return found
+
+    def add(self, event: BaseEvent) -> None:
+        """Take the next event of the run."""
+        if isinstance(event, TextMessageContentEvent):
+            self._assistant(event.message_id).text.append(event.delta)
+        elif isinstance(event, ToolCallArgsEvent):
+            self._calls[event.tool_call_id].append(event.delta)
+        elif isinstance(event, TextMessageStartEvent):
+            self._assistant(event.message_id)
+        elif isinstance(event, ToolCallStartEvent):
+            parts: list[str] = []
+            self._calls[event.tool_call_id] = parts
+            owner = self._assistant(event.parent_message_id or event.tool_call_id)
+            owner.calls[event.tool_call_id] = (event.tool_call_name, parts)
+        elif isinstance(event, ToolCallResultEvent):
+            content = event.content if isinstance(event.content, str) else ""
+            self._order.append(
+                AguiToolMessage(
+                    id=event.message_id, content=content, tool_call_id=event.tool_call_id
+                )
+            )
+        elif isinstance(event, RunFinishedEvent):
+            if isinstance(event.outcome, RunFinishedInterruptOutcome):
+                self._interrupts = list(event.outcome.interrupts)
+        elif isinstance(event, RunErrorEvent):
+            self._error = event
+
+    def result(self) -> RunResult:
+        """The messages in the order they began, the interrupts, the error if any."""
+        messages: list[Message] = []
+        for item in self._order:
+            if isinstance(item, _Assistant):
+                calls = [
+                    ToolCall(id=call_id, function=FunctionCall(name=name, arguments="".join(args)))
+                    for call_id, (name, args) in item.calls.items()
+                ]
+                messages.append(
+                    AssistantMessage(
+                        id=item.id, content="".join(item.text) or None, tool_calls=calls or None
+                    )
+                )
+            else:
+                messages.append(item)
+        return RunResult(messages=messages, interrupts=self._interrupts, error=self._error)

@@ -1,0 +1,61 @@
+"""The agents the service offers: graph id -> module exporting `DESCRIPTION` and `make_graph`."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from dataclasses import dataclass
+from types import ModuleType
+
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Checkpointer
+
+logger = logging.getLogger(__name__)
+
+GRAPH_MODULES: dict[str, str] = {
+    "weather": "graphs.weather",
+    "tushare": "graphs.tushare",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class GraphInfo:
+    """One agent as `GET /api/graphs` lists it."""
+
+    id: str
+    description: str
+
+
+def _load(module_name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise  # the module exists but something it needs is missing: a real error
+        logger.warning("graph module %s is not installed; its agent is not offered", module_name)
+        return None
+
+
+def available_graphs() -> dict[str, ModuleType]:
+    """Graph id -> its module, for every agent whose module is present."""
+    found: dict[str, ModuleType] = {}
+    for graph_id, module_name in GRAPH_MODULES.items():
+        module = _load(module_name)
+        if module is not None:
+            found[graph_id] = module
+    return found
+
+
+def describe(modules: dict[str, ModuleType]) -> list[GraphInfo]:
+    """The listing of `modules` (as from `available_graphs()`)."""
+    return [
+        GraphInfo(id=graph_id, description=str(getattr(module, "DESCRIPTION", graph_id)))
+        for graph_id, module in modules.items()
+    ]
+
+
+def compile_graphs(
+    modules: dict[str, ModuleType], checkpointer: Checkpointer
+) -> dict[str, CompiledStateGraph]:
+    """Every agent compiled with `checkpointer` (done once, at start-up)."""
+    return {graph_id: module.make_graph(checkpointer) for graph_id, module in modules.items()}

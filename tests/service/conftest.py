@@ -1,0 +1,257 @@
+"""`react-agent serve` as a real process on a free port, and an SSE-reading HTTP client.
+
+One server per test module (`server`), started against the session's LLM and
+Open-Meteo doubles with a bearer key, a recognisable OpenAI key (so tests can prove
+it never leaks) and no model retries (so failures are fast).
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import re
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.doubles.env import env_for_subprocess
+from tests.doubles.llm import ScriptedLLM
+from tests.doubles.open_meteo import FakeOpenMeteo
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVE = [str(ROOT / ".venv" / "bin" / "react-agent"), "serve", "--port", "0"]
+LISTENING = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
+
+API_KEY = "agent-key-4d1f0c7e"
+OPENAI_SECRET = "sk-test-SECRET-9f8e7d6c5b4a"
+KEEPALIVE_S = 0.2
+UI_ORIGIN = "http://ui.example"
+
+
+class ServerProcess:
+    """One `react-agent serve` child; its log lines are collected in `log`."""
+
+    def __init__(self, env: dict[str, str], *, startup_s: float = 30.0) -> None:
+        self.log: list[str] = []
+        self._port = threading.Event()
+        self.port = 0
+        self.process = subprocess.Popen(
+            SERVE, cwd=ROOT, env=env, stderr=subprocess.STDOUT, stdout=subprocess.PIPE, text=True
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        if not self._port.wait(startup_s):
+            self.kill()
+            raise RuntimeError("server did not start:\n" + self.log_text)
+        self._wait_healthy(time.monotonic() + startup_s)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log_text(self) -> str:
+        return "".join(self.log)
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.log.append(line)
+            match = LISTENING.search(line)
+            if match and not self.port:
+                self.port = int(match.group(1))
+                self._port.set()
+
+    def _wait_healthy(self, deadline: float) -> None:
+        while True:
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("server never became healthy:\n" + self.log_text)
+            time.sleep(0.02)
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no flush; what is on disk is all that survives."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+        self._reader.join(timeout=5)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        self._reader.join(timeout=5)
+
+
+def server_env(
+    llm: ScriptedLLM, meteo: FakeOpenMeteo, data_dir: Path, **extra: str
+) -> dict[str, str]:
+    """The child's environment: the doubles, plus this suite's key, secret and timings."""
+    base = {
+        "AGENT_API_KEY": API_KEY,
+        "OPENAI_API_KEY": OPENAI_SECRET,
+        "OPENAI_MAX_RETRIES": "0",
+        "AGENT_SSE_KEEPALIVE_S": str(KEEPALIVE_S),
+        "AGENT_CORS_ORIGINS": UI_ORIGIN,
+    }
+    return env_for_subprocess(llm, meteo, data_dir, **{**base, **extra})
+
+
+@pytest.fixture(scope="module")
+def server(
+    _llm_server: ScriptedLLM, _meteo_server: FakeOpenMeteo, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    """The module's server process (a fresh SQLite file per module)."""
+    data_dir = tmp_path_factory.mktemp("service")
+    process = ServerProcess(server_env(_llm_server, _meteo_server, data_dir))
+    yield process
+    process.stop()
+
+
+@dataclass
+class Stream:
+    """What one SSE response carried: the events, the comment lines, the raw bytes."""
+
+    status: int
+    events: list[dict[str, Any]] = field(default_factory=list)
+    comments: list[str] = field(default_factory=list)
+    raw: bytes = b""
+    body: Any = None
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [event for event in self.events if event["type"] == kind]
+
+    @property
+    def types(self) -> list[str]:
+        return [event["type"] for event in self.events]
+
+    @property
+    def last(self) -> dict[str, Any]:
+        return self.events[-1]
+
+    def args_by_call(self) -> dict[str, str]:
+        """toolCallId -> the concatenation of its TOOL_CALL_ARGS deltas."""
+        args: dict[str, str] = {}
+        for event in self.events:
+            if event["type"] == "TOOL_CALL_START":
+                args[event["toolCallId"]] = ""
+            elif event["type"] == "TOOL_CALL_ARGS":
+                args[event["toolCallId"]] += event["delta"]
+        return args
+
+
+def parse_sse(lines: Iterator[str], stream: Stream) -> Iterator[dict[str, Any]]:
+    """Yield each event's JSON data as it completes (comments are recorded, not yielded)."""
+    data: list[str] = []
+    for line in lines:
+        if line.startswith(":"):
+            stream.comments.append(line[1:].strip())
+        elif line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+        elif line == "" and data:
+            event = json.loads("\n".join(data))
+            data = []
+            stream.events.append(event)
+            yield event
+    if data:
+        event = json.loads("\n".join(data))
+        stream.events.append(event)
+        yield event
+
+
+def run_body(
+    thread_id: str,
+    *messages: tuple[str, str],
+    resume: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A RunAgentInput as `@ag-ui/client`'s HttpAgent sends it (camelCase)."""
+    body: dict[str, Any] = {
+        "threadId": thread_id,
+        "runId": f"run-{uuid.uuid4().hex[:8]}",
+        "messages": [{"id": mid, "role": "user", "content": text} for mid, text in messages],
+        "state": {},
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+    }
+    if resume is not None:
+        body["resume"] = resume
+    return body
+
+
+def answer(interrupt_id: str, value: Any) -> dict[str, Any]:
+    """One resume entry answering `interrupt_id` with `value`."""
+    return {"interruptId": interrupt_id, "status": "resolved", "payload": {"value": value}}
+
+
+class Api:
+    """An HTTP client of the server with the bearer key set."""
+
+    def __init__(self, server: ServerProcess) -> None:
+        self.server = server
+        self.http = httpx.Client(
+            base_url=server.url,
+            headers={"Authorization": f"Bearer {API_KEY}"},
+            timeout=httpx.Timeout(30.0),
+        )
+
+    def run(self, graph: str, body: dict[str, Any]) -> Stream:
+        """POST a run and read its stream to the end (or the error answer)."""
+        with self.http.stream("POST", f"/api/agents/{graph}", json=body) as response:
+            stream = Stream(status=response.status_code)
+            if response.status_code != 200:
+                stream.raw = response.read()
+                stream.body = json.loads(stream.raw)
+                return stream
+            raw = bytearray()
+
+            def lines() -> Iterator[str]:
+                decoder = codecs.getincrementaldecoder("utf-8")()
+                buffer = ""
+                for chunk in response.iter_bytes():
+                    raw.extend(chunk)
+                    buffer += decoder.decode(chunk)
+                    *complete, buffer = buffer.split("\n")
+                    yield from complete
+                if buffer:
+                    yield buffer
+
+            for _ in parse_sse(lines(), stream):
+                pass
+            stream.raw = bytes(raw)
+        return stream
+
+    def chat(self, **body: Any) -> httpx.Response:
+        return self.http.post("/api/chat", json=body)
+
+    def close(self) -> None:
+        self.http.close()
+
+
+@pytest.fixture
+def api(server: ServerProcess) -> Iterator[Api]:
+    client = Api(server)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def thread_id() -> str:
+    return f"t-{uuid.uuid4().hex[:12]}"

@@ -1,0 +1,203 @@
+"""Guarding the door: every bad request gets the right 4xx with a message, never a 500."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.doubles.llm import ScriptedLLM, text, tool_call
+from tests.service.conftest import API_KEY, UI_ORIGIN, Api, answer, run_body
+
+
+@dataclass
+class Pending:
+    """A thread paused at an `input` interrupt."""
+
+    thread_id: str
+    interrupt_id: str
+
+
+@pytest.fixture
+def pending(api: Api, llm: ScriptedLLM, thread_id: str) -> Pending:
+    llm.script(tool_call("ask_input", {"message": "哪个城市？"}))
+    reply = api.chat(graph="weather", threadId=thread_id, message="查天气").json()
+    return Pending(thread_id, reply["interrupts"][0]["id"])
+
+
+Request = Callable[[httpx.Client, Pending], httpx.Response]
+
+
+def post_json(path: str, body: Any, **headers: str) -> Request:
+    def send(http: httpx.Client, pending: Pending) -> httpx.Response:
+        content = body(pending) if callable(body) else body
+        raw = content if isinstance(content, bytes) else json.dumps(content).encode()
+        return http.post(path, content=raw, headers={"content-type": "application/json", **headers})
+
+    return send
+
+
+def resume_with(*entries: Callable[[Pending], dict[str, Any]]) -> Callable[[Pending], Any]:
+    return lambda p: run_body(p.thread_id, resume=[entry(p) for entry in entries])
+
+
+CASES: dict[str, tuple[Request, int, str]] = {
+    "malformed JSON": (
+        post_json("/api/agents/weather", b'{"threadId": "x",'),
+        400,
+        "malformed_json",
+    ),
+    "not a RunAgentInput": (
+        post_json("/api/agents/weather", {"threadId": "x"}),
+        422,
+        "invalid_body",
+    ),
+    "unknown graph": (
+        post_json("/api/agents/nope", run_body("t", ("u", "hi"))),
+        404,
+        "unknown_graph",
+    ),
+    "bad thread id": (
+        post_json("/api/agents/weather", run_body("../../etc/passwd", ("u", "hi"))),
+        422,
+        "bad_thread_id",
+    ),
+    "wrong resume shape": (
+        post_json(
+            "/api/agents/weather",
+            resume_with(
+                lambda p: {"interruptId": p.interrupt_id, "status": "resolved", "payload": 3}
+            ),
+        ),
+        422,
+        "invalid_answer",
+    ),
+    "empty answer to an input": (
+        post_json("/api/agents/weather", resume_with(lambda p: answer(p.interrupt_id, "  "))),
+        422,
+        "invalid_answer",
+    ),
+    "unknown interrupt id": (
+        post_json("/api/agents/weather", resume_with(lambda p: answer("not-an-id", "上海"))),
+        409,
+        "unknown_interrupt",
+    ),
+    "resume with nothing pending": (
+        post_json(
+            "/api/agents/weather",
+            run_body("t-nothing-pending", resume=[answer("some-id", "上海")]),
+        ),
+        409,
+        "nothing_pending",
+    ),
+    "new message while answers are awaited": (
+        post_json("/api/agents/weather", lambda p: run_body(p.thread_id, ("u-new", "换个问题"))),
+        409,
+        "awaiting_answers",
+    ),
+    "no new user message": (
+        post_json("/api/agents/weather", run_body("t-no-message")),
+        422,
+        "no_new_message",
+    ),
+    "oversized body": (
+        post_json("/api/agents/weather", run_body("t-big", ("u", "长" * 100_000))),
+        413,
+        "body_too_large",
+    ),
+    "oversized message": (
+        post_json("/api/agents/weather", run_body("t-long", ("u", "a" * 40_000))),
+        422,
+        "message_too_large",
+    ),
+    "chat with neither message nor resume": (
+        post_json("/api/chat", {"graph": "weather"}),
+        422,
+        "message_xor_resume",
+    ),
+    "chat with an unknown field": (
+        post_json("/api/chat", {"graph": "weather", "message": "hi", "extra": 1}),
+        422,
+        "invalid_body",
+    ),
+    "missing bearer key": (
+        post_json("/api/agents/weather", run_body("t", ("u", "hi")), authorization=""),
+        401,
+        "unauthorized",
+    ),
+    "wrong bearer key": (
+        post_json(
+            "/api/agents/weather", run_body("t", ("u", "hi")), authorization="Bearer wrong-key"
+        ),
+        401,
+        "unauthorized",
+    ),
+    "wrong scheme": (
+        post_json("/api/chat", {"graph": "weather"}, authorization=f"Basic {API_KEY}"),
+        401,
+        "unauthorized",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_bad_request_gets_the_right_4xx_and_the_interrupt_stays_pending(
+    api: Api, llm: ScriptedLLM, pending: Pending, case: str
+) -> None:
+    send, status, code = CASES[case]
+    requests_before = len(llm.requests)
+
+    response = send(api.http, pending)
+
+    assert (response.status_code, response.json()["code"]) == (status, code)
+    detail = response.json()["detail"]
+    assert isinstance(detail, str) and detail and "Traceback" not in detail
+    assert API_KEY not in response.text
+    assert len(llm.requests) == requests_before  # refused before any model call
+    view = api.http.get(f"/api/threads/{pending.thread_id}").json()
+    assert [i["id"] for i in view["interrupts"]] == [pending.interrupt_id]
+
+
+def test_a_refused_answer_can_be_followed_by_a_right_one(
+    api: Api, llm: ScriptedLLM, pending: Pending
+) -> None:
+    thread_id, interrupt_id = pending.thread_id, pending.interrupt_id
+    wrong = api.chat(graph="weather", threadId=thread_id, resume=[answer(interrupt_id, 7)])
+    llm.script(tool_call("get_weather", {"location": "上海"}), text("上海晴。"))
+    right = api.chat(graph="weather", threadId=thread_id, resume=[answer(interrupt_id, "上海")])
+
+    assert wrong.status_code == 422
+    assert "请输入非空文本" in wrong.json()["detail"]
+    assert right.status_code == 200
+    assert right.json()["status"] == "done"
+    assert right.json()["messages"][-1]["content"] == "上海晴。"
+
+
+def test_thread_routes_refuse_bad_ids_and_unknown_threads(api: Api) -> None:
+    assert api.http.get("/api/threads/bad%20id").status_code == 422
+    assert api.http.get("/api/threads/t-never-seen").status_code == 404
+    assert api.http.delete("/api/threads/bad%20id").status_code == 422
+    assert httpx.get(f"{api.server.url}/api/threads/t-never-seen").status_code == 401
+
+
+def test_cors_lets_only_the_configured_origin_in(api: Api) -> None:
+    def preflight(origin: str) -> httpx.Response:
+        return httpx.options(
+            f"{api.server.url}/api/agents/weather",
+            headers={
+                "Origin": origin,
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "authorization, content-type",
+            },
+        )
+
+    allowed = preflight(UI_ORIGIN)
+    refused = preflight("http://elsewhere.example")
+
+    assert allowed.status_code == 200
+    assert allowed.headers["access-control-allow-origin"] == UI_ORIGIN
+    assert "access-control-allow-origin" not in refused.headers
