@@ -1,0 +1,163 @@
+"""The `--server URL` client: runs over `POST /api/agents/{graph}`, events parsed from SSE.
+
+The events are validated into the same typed `ag_ui.core` models the in-process
+transformer yields, so the terminal renderer cannot tell the two apart. Error
+answers (`{"detail", "code"}`) become `AgentError`s with the server's message.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Final
+
+import httpx
+from ag_ui.core import BaseEvent, Event, ResumeEntry, RunAgentInput, UserMessage
+from httpx_sse import SSEError, aconnect_sse
+from pydantic import TypeAdapter, ValidationError
+
+from app.chat import AgentError
+from app.registry import GraphInfo
+from app.threads import ThreadView
+
+logger = logging.getLogger(__name__)
+
+UNREACHABLE: Final = "无法连接服务 {url}：{reason}"
+UNAUTHORIZED: Final = "服务 {url} 拒绝访问（HTTP 401）：请把 AGENT_API_KEY 设为服务端的密钥"
+HTTP_ERROR: Final = "服务返回 HTTP {status}：{detail}"
+NOT_AN_EVENT_STREAM: Final = "服务 {url} 没有返回事件流（Content-Type: {kind}）"
+BAD_THREAD_VIEW: Final = "服务返回的会话数据无法解析"
+UNKNOWN_GRAPH: Final = "服务上没有智能体 {graph_id!r}（可用：{available}）"
+
+CONNECT_TIMEOUT_S: Final = 5.0
+# A silent stream this long means the server is gone: it sends keep-alives meanwhile.
+READ_TIMEOUT_S: Final = 120.0
+
+_events: TypeAdapter[Any] = TypeAdapter(Event)
+
+
+def _detail(response: httpx.Response) -> tuple[str, str | None]:
+    """The readable message and code of an error answer."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text.strip()[:300] or response.reason_phrase, None
+    if isinstance(body, dict):
+        detail = body.get("detail") or body.get("message") or body.get("error")
+        code = body.get("code")
+        if isinstance(detail, str):
+            return detail, code if isinstance(code, str) else None
+        if detail is not None:
+            return str(detail)[:300], None
+    return str(body)[:300], None
+
+
+class RemoteAgent:
+    """One agent of a running `react-agent serve`, reached over HTTP."""
+
+    def __init__(self, client: httpx.AsyncClient, graph_id: str) -> None:
+        self._client = client
+        self.graph_id = graph_id
+
+    @property
+    def url(self) -> str:
+        return str(self._client.base_url).rstrip("/")
+
+    async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = await self._client.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise AgentError(UNREACHABLE.format(url=self.url, reason=_reason(exc))) from None
+        self._check(response)
+        return response
+
+    def _check(self, response: httpx.Response) -> None:
+        if response.status_code == 401:
+            raise AgentError(UNAUTHORIZED.format(url=self.url), code="unauthorized")
+        if response.status_code >= 400:
+            detail, code = _detail(response)
+            raise AgentError(
+                HTTP_ERROR.format(status=response.status_code, detail=detail),
+                code=code,
+                status=response.status_code,
+            )
+
+    async def graphs(self) -> list[GraphInfo]:
+        """The agents the server offers."""
+        response = await self._send("GET", "/api/graphs")
+        return [
+            GraphInfo(id=str(item["id"]), description=str(item.get("description", "")))
+            for item in response.json()
+        ]
+
+    async def check(self) -> None:
+        """Fail early, with one clear message, if the server or this agent is not there."""
+        offered = [info.id for info in await self.graphs()]
+        if self.graph_id not in offered:
+            available = ", ".join(offered) or "无"
+            raise AgentError(UNKNOWN_GRAPH.format(graph_id=self.graph_id, available=available))
+
+    async def thread(self, thread_id: str) -> ThreadView | None:
+        """The thread's messages and pending interrupts; None when the server has no such thread."""
+        try:
+            response = await self._client.get(f"/api/threads/{thread_id}")
+        except httpx.TransportError as exc:
+            raise AgentError(UNREACHABLE.format(url=self.url, reason=_reason(exc))) from None
+        if response.status_code == 404:
+            return None
+        self._check(response)
+        try:
+            return ThreadView.model_validate(response.json())
+        except (ValueError, ValidationError):
+            logger.warning("unparsable thread view from %s", self.url)
+            raise AgentError(BAD_THREAD_VIEW) from None
+
+    async def run(
+        self,
+        thread_id: str,
+        *,
+        message: str | None = None,
+        resume: Sequence[ResumeEntry] = (),
+    ) -> AsyncGenerator[BaseEvent, None]:
+        """Start a run (a new message, or answers to the pending interrupts); yield its events."""
+        body = RunAgentInput(
+            thread_id=thread_id,
+            run_id=uuid.uuid4().hex,
+            messages=[UserMessage(id=str(uuid.uuid4()), content=message)] if message else [],
+            resume=list(resume) or None,
+        ).model_dump(mode="json", by_alias=True)
+        path = f"/api/agents/{self.graph_id}"
+        try:
+            async with aconnect_sse(self._client, "POST", path, json=body) as source:
+                self._check(source.response)
+                try:
+                    async for sse in source.aiter_sse():
+                        if not sse.data:
+                            continue
+                        try:
+                            yield _events.validate_json(sse.data)
+                        except ValidationError:
+                            # A newer server may send event types this client does not know.
+                            logger.warning("skipped an unknown event: %s", sse.data[:200])
+                except SSEError:
+                    kind = source.response.headers.get("content-type", "?")
+                    raise AgentError(NOT_AN_EVENT_STREAM.format(url=self.url, kind=kind)) from None
+        except httpx.TransportError as exc:
+            raise AgentError(UNREACHABLE.format(url=self.url, reason=_reason(exc))) from None
+
+
+def _reason(exc: httpx.TransportError) -> str:
+    return str(exc) or type(exc).__name__
+
+
+@asynccontextmanager
+async def connect(url: str, graph_id: str, api_key: str | None) -> AsyncIterator[RemoteAgent]:
+    """A client for agent `graph_id` of the server at `url` (bearer `api_key` if given)."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    timeout = httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
+    async with httpx.AsyncClient(
+        base_url=url.rstrip("/"), headers=headers, timeout=timeout
+    ) as client:
+        yield RemoteAgent(client, graph_id)

@@ -1,0 +1,325 @@
+"""AG-UI events -> the terminal: streamed Markdown, tool spinners, one-line tool results.
+
+The renderer only draws; it never decides anything about the run. The same events
+come from the in-process transformer (`app.events.stream_run`) and from a server's
+SSE stream, so both paths draw identical screens.
+
+On a terminal, assistant text streams into a live view that shows the tail of the
+rendered Markdown (so it never outgrows the screen); at the end of the message the
+live view is replaced by the full Markdown. Elsewhere (a pipe, a file) the text is
+written as it arrives, unrendered, which is what scripts want.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ag_ui.core import (
+    AssistantMessage,
+    BaseEvent,
+    Message,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+    ToolMessage,
+    UserMessage,
+)
+from ag_ui.core.events import RunFinishedInterruptOutcome
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.segment import Segment
+from rich.spinner import Spinner
+from rich.text import Text
+
+THINKING: Final = "思考中..."
+RUNNING: Final = "正在执行 {names}..."
+STOPPED: Final = "已停止"
+ERROR_LINE: Final = "错误：{message}"
+USER_PREFIX: Final = "你> "
+HISTORY_RULE: Final = "以上是历史记录"
+EARLIER_OMITTED: Final = "（省略了更早的 {count} 条消息）"
+
+# Results the tools node and the ask tools write when a call did not do its job
+# (see graphs.tools_node and tools.interrupts): shown as a failure, not a success.
+FAILURE_PREFIXES: Final = ("错误", "用户拒绝", "用户取消", "调用已拦截", "重复调用已拦截")
+
+MAX_ARG_CHARS: Final = 40
+REFRESH_PER_SECOND: Final = 12
+
+
+@dataclass(slots=True)
+class _Call:
+    name: str
+    args: list[str] = field(default_factory=list)
+
+
+class _Tail:
+    """The last screenful of `markdown` rendered, so a live view fits on the screen."""
+
+    def __init__(self, markdown: str) -> None:
+        self.markdown = markdown
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        lines = console.render_lines(Markdown(self.markdown), options.reset_height(), pad=False)
+        keep = max(1, console.size.height - 2)
+        for index, line in enumerate(lines[-keep:]):
+            if index:
+                yield Segment.line()
+            yield from line
+
+
+def args_summary(arguments: str) -> str:
+    """Tool-call arguments (JSON text) as `key=value, ...`, long values cut."""
+    try:
+        parsed: Any = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError:
+        return _cut(arguments.strip())
+    if not isinstance(parsed, dict):
+        return _cut(json.dumps(parsed, ensure_ascii=False))
+    parts = []
+    for key, value in parsed.items():
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        parts.append(f"{key}={_cut(shown)}")
+    return ", ".join(parts)
+
+
+def result_summary(content: str) -> str:
+    """A tool result on one line: its non-empty lines joined (the console cuts the rest)."""
+    lines = [" ".join(line.split()) for line in content.splitlines()]
+    return " · ".join(line for line in lines if line) or "（无输出）"
+
+
+def is_failure(content: str) -> bool:
+    """Whether a tool result says the call failed, was refused or was declined."""
+    return content.lstrip().startswith(FAILURE_PREFIXES)
+
+
+def _cut(value: str, limit: int = MAX_ARG_CHARS) -> str:
+    value = " ".join(value.split())
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+class Renderer:
+    """Draws one conversation's events; `console` for status, `answers` for the text.
+
+    Give both the same console on a terminal. When stdout is not a terminal, pass a
+    stderr console as `console` so stdout carries the assistant's text alone.
+    """
+
+    def __init__(self, console: Console, answers: Console | None = None) -> None:
+        self.console = console
+        self.answers = answers or console
+        self._live: Live | None = None
+        self._text: list[str] = []
+        self._calls: dict[str, _Call] = {}
+        self._running: list[str] = []
+        self._asked: set[str] = set()
+
+    @property
+    def _animated(self) -> bool:
+        return self.console.is_terminal and not self.console.is_dumb_terminal
+
+    @property
+    def _live_text(self) -> bool:
+        return (
+            self.answers is self.console
+            and self.answers.is_terminal
+            and not self.answers.is_dumb_terminal
+        )
+
+    # --- events ----------------------------------------------------------------------
+
+    def event(self, event: BaseEvent) -> None:
+        """Draw one event of a run."""
+        if isinstance(event, TextMessageContentEvent):
+            self._text_delta(event.delta)
+        elif isinstance(event, ToolCallArgsEvent):
+            call = self._calls.get(event.tool_call_id)
+            if call is not None:
+                call.args.append(event.delta)
+        elif isinstance(event, TextMessageStartEvent):
+            self._text_start()
+        elif isinstance(event, TextMessageEndEvent):
+            self._text_end()
+        elif isinstance(event, ToolCallStartEvent):
+            self._calls[event.tool_call_id] = _Call(event.tool_call_name)
+        elif isinstance(event, ToolCallEndEvent):
+            self._tool_running(event.tool_call_id)
+        elif isinstance(event, ToolCallResultEvent):
+            content = event.content if isinstance(event.content, str) else ""
+            self._tool_result(event.tool_call_id, content)
+        elif isinstance(event, RunStartedEvent):
+            self._spin(THINKING)
+        elif isinstance(event, RunFinishedEvent):
+            self.close()
+            if isinstance(event.outcome, RunFinishedInterruptOutcome):
+                self._asked.update(
+                    q.tool_call_id for q in event.outcome.interrupts if q.tool_call_id
+                )
+        elif isinstance(event, RunErrorEvent):
+            self.close()
+            self.error(event.message)
+
+    def close(self) -> None:
+        """End whatever is live (a half-streamed text is kept as it stands)."""
+        if self._text:
+            self._text_end()
+        self._stop_live()
+        self._running.clear()
+
+    def stopped(self) -> None:
+        """The user stopped the run."""
+        self.close()
+        self.console.print(Text(STOPPED, style="yellow"))
+
+    # --- lines -----------------------------------------------------------------------
+
+    def note(self, text: str | Text) -> None:
+        """A status line (thread id, hints)."""
+        self.console.print(text if isinstance(text, Text) else Text(text, style="dim"))
+
+    def error(self, message: str) -> None:
+        """One red error line."""
+        self.console.print(Text(ERROR_LINE.format(message=message), style="bold red"))
+
+    def history(self, messages: Sequence[Message], *, limit: int | None = None) -> None:
+        """A thread's earlier messages (the last `limit`), drawn as they were live."""
+        if not messages:
+            return
+        calls: dict[str, _Call] = {}
+        shown: Sequence[Message] = messages if limit is None else messages[-limit:]
+        if len(shown) < len(messages):
+            self.note(EARLIER_OMITTED.format(count=len(messages) - len(shown)))
+        for message in messages:
+            if isinstance(message, AssistantMessage):
+                for tool_call in message.tool_calls or ():
+                    function = tool_call.function
+                    calls[tool_call.id] = _Call(function.name, [function.arguments])
+        answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+        # A call without a result is waiting for a question: its result comes in a later run.
+        self._calls.update({key: call for key, call in calls.items() if key not in answered})
+        for message in shown:
+            if isinstance(message, UserMessage):
+                content = message.content if isinstance(message.content, str) else ""
+                self.console.print(Text(USER_PREFIX + content, style="bold"))
+            elif isinstance(message, AssistantMessage):
+                if message.content:
+                    self._print_markdown(message.content)
+            elif isinstance(message, ToolMessage):
+                content = message.content if isinstance(message.content, str) else ""
+                self._summary(calls.get(message.tool_call_id) or _Call("tool"), content)
+        self.console.rule(Text(HISTORY_RULE, style="dim"), style="dim")
+
+    # --- text ------------------------------------------------------------------------
+
+    def _text_start(self) -> None:
+        self._stop_live()
+        self._text = []
+
+    def _text_delta(self, delta: str) -> None:
+        if not self._text and self._live is not None:
+            self._stop_live()  # the thinking spinner gives way to the text
+        self._text.append(delta)
+        if self._live_text:
+            markdown = "".join(self._text)
+            if self._live is None:
+                self._start_live(_Tail(markdown))
+            else:
+                self._live.update(_Tail(markdown))
+        else:
+            self.answers.file.write(delta)
+            self.answers.file.flush()
+
+    def _text_end(self) -> None:
+        text, self._text = "".join(self._text), []
+        if self._live_text:
+            self._stop_live()
+            if text:
+                self._print_markdown(text)
+        elif text:
+            self.answers.file.write("\n")
+            self.answers.file.flush()
+
+    def _print_markdown(self, text: str) -> None:
+        if self.answers.is_terminal:
+            self.answers.print(Markdown(text))
+        else:
+            self.answers.file.write(text if text.endswith("\n") else text + "\n")
+            self.answers.file.flush()
+
+    # --- tools -----------------------------------------------------------------------
+
+    def _tool_running(self, tool_call_id: str) -> None:
+        call = self._calls.get(tool_call_id)
+        if call is None:
+            return
+        self._running.append(tool_call_id)
+        self._spin(RUNNING.format(names=", ".join(self._names(self._running))))
+
+    def _tool_result(self, tool_call_id: str, content: str) -> None:
+        call = self._calls.pop(tool_call_id, None) or _Call("tool")
+        if tool_call_id in self._running:
+            self._running.remove(tool_call_id)
+        self._stop_live()
+        # The user has just seen (and answered) this call's question: no need to repeat it.
+        self._summary(call, content, with_args=tool_call_id not in self._asked)
+        self._asked.discard(tool_call_id)
+        if self._running:
+            self._spin(RUNNING.format(names=", ".join(self._names(self._running))))
+        else:
+            self._spin(THINKING)  # the model reads the results next
+
+    def _names(self, call_ids: Iterable[str]) -> list[str]:
+        return [self._calls[call_id].name for call_id in call_ids if call_id in self._calls]
+
+    def _summary(self, call: _Call, content: str, *, with_args: bool = True) -> None:
+        failed = is_failure(content)
+        line = Text("  ")
+        line.append("✗ " if failed else "✓ ", style="red" if failed else "green")
+        line.append(call.name, style="bold")
+        if with_args:
+            line.append(f"({args_summary(''.join(call.args))})", style="dim")
+        line.append(" → ", style="dim")
+        line.append(result_summary(content), style="red" if failed else "")
+        self.console.print(line, no_wrap=True, overflow="ellipsis", crop=True)
+
+    # --- live views ------------------------------------------------------------------
+
+    def _spin(self, label: str) -> None:
+        if not self._animated:
+            return
+        spinner = Spinner("dots", text=Text(label, style="cyan"))
+        if self._live is not None and isinstance(self._live.renderable, Spinner):
+            self._live.update(spinner, refresh=True)
+            return
+        self._stop_live()
+        self._start_live(spinner)
+
+    def _start_live(self, renderable: Spinner | _Tail) -> None:
+        live = Live(
+            renderable,
+            console=self.console,
+            transient=True,
+            refresh_per_second=REFRESH_PER_SECOND,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        # Drawn at once: a tool that finishes within a refresh tick is still seen.
+        live.start(refresh=True)
+        self._live = live
+
+    def _stop_live(self) -> None:
+        live, self._live = self._live, None
+        if live is not None:
+            live.stop()

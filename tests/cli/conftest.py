@@ -1,0 +1,159 @@
+"""The CLI as a real process: in a pseudo-terminal (pexpect) or with pipes, against the doubles."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pexpect
+import pytest
+
+from tests.doubles.env import env_for_subprocess
+from tests.doubles.llm import ScriptedLLM
+from tests.doubles.open_meteo import FakeOpenMeteo
+
+ROOT = Path(__file__).resolve().parents[2]
+REACT_AGENT = str(Path(sys.executable).parent / "react-agent")
+STEP_S = 15  # bound of one pexpect step: start-up imports take ~2 s on a busy machine
+
+THREAD_ID = re.compile(r"--thread ([0-9a-f]{32})")
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]")
+CHAT_PROMPT = "你>"
+DOWN = "\x1b[B"
+CTRL_C = "\x03"
+CTRL_D = "\x04"
+
+
+@pytest.fixture
+def cli_env(llm: ScriptedLLM, meteo: FakeOpenMeteo, data_dir: Path) -> dict[str, str]:
+    """The CLI's environment: the doubles, a colour terminal, no cursor-position requests."""
+    return env_for_subprocess(
+        llm, meteo, data_dir, TERM="xterm-256color", PROMPT_TOOLKIT_NO_CPR="1"
+    )
+
+
+def on_screen(text: str) -> re.Pattern[str]:
+    """A pattern for `text` as a terminal receives it: escape sequences may come between."""
+    return re.compile(f"(?:{ANSI.pattern})*".join(re.escape(char) for char in text))
+
+
+class Terminal:
+    """`react-agent ARGS` in a 40x200 pseudo-terminal."""
+
+    def __init__(self, env: dict[str, str], *args: str) -> None:
+        self.child = pexpect.spawn(
+            REACT_AGENT,
+            list(args),
+            env=env,
+            cwd=str(ROOT),
+            dimensions=(40, 200),
+            encoding="utf-8",
+            timeout=STEP_S,
+        )
+
+    def expect(self, text: str, timeout: float = STEP_S) -> str:
+        """Wait for `text` on the screen (styles may change inside it); return what came before."""
+        self.child.expect(on_screen(text), timeout=timeout)
+        return ANSI.sub("", self.child.before or "")
+
+    def thread_id(self) -> str:
+        """The thread id the CLI prints at start."""
+        self.child.expect(THREAD_ID.pattern)
+        match = self.child.match
+        assert match is not None
+        return str(match.group(1))
+
+    def send(self, keys: str) -> None:
+        self.child.send(keys)
+
+    def line(self, text: str) -> None:
+        self.child.send(text + "\r")
+
+    def exit_code(self) -> int:
+        """Wait for the process to end; its exit status."""
+        self.child.expect(pexpect.EOF)
+        self.child.close()
+        status = self.child.exitstatus
+        assert status is not None, f"killed by signal {self.child.signalstatus}"
+        return int(status)
+
+    def close(self) -> None:
+        if self.child.isalive():
+            self.child.terminate(force=True)
+
+
+@pytest.fixture
+def cli(cli_env: dict[str, str]) -> Iterator[Callable[..., Terminal]]:
+    """Opens `react-agent ARGS` in a terminal (`cli(*args, env=...)`); all killed at the end."""
+    opened: list[Terminal] = []
+
+    def open_terminal(*args: str, env: dict[str, str] | None = None) -> Terminal:
+        term = Terminal(cli_env if env is None else env, *args)
+        opened.append(term)
+        return term
+
+    yield open_terminal
+    for term in opened:
+        term.close()
+
+
+def run_cli(
+    env: dict[str, str], *args: str, stdin: str = "", timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """`react-agent ARGS` with stdin (fed `stdin`), stdout and stderr not terminals."""
+    return subprocess.run(
+        [REACT_AGENT, *args],
+        cwd=ROOT,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def server(cli_env: dict[str, str], tmp_path: Path) -> Iterator[str]:
+    """A real `react-agent serve` on the doubles; its base URL."""
+    port = free_port()
+    log_path = tmp_path / "serve.log"
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            [REACT_AGENT, "serve", "--port", str(port)],
+            cwd=ROOT,
+            env=cli_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        try:
+            while True:
+                assert process.poll() is None, log_path.read_text()[-3000:]
+                try:
+                    if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert time.monotonic() < deadline, "react-agent serve did not become healthy"
+                time.sleep(0.1)  # polling interval while the server starts, not a wait for a result
+            yield url
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
