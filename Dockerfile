@@ -4,16 +4,13 @@
 #   docker run -p 8000:8000 -v agent-data:/data \
 #     -e OPENAI_API_KEY=... -e OPENAI_BASE_URL=... -e OPENAI_MODEL=... react-agent
 
-# ---- web UI build stage ---------------------------------------------------------------
-# WEB UI ISSUE: add the Node stage here that builds app/web into app/web/dist, e.g.
-#   FROM node:22-slim AS web
-#   WORKDIR /web
-#   COPY app/web/package.json app/web/package-lock.json ./
-#   RUN npm ci --no-audit --no-fund
-#   COPY app/web/ ./
-#   RUN npm run build
-# and enable the matching COPY --from=web line in the runtime stage below.
-# ---------------------------------------------------------------------------------------
+# ---- web UI: built here, only the static assets go into the runtime image --------------
+FROM node:22-slim AS web
+WORKDIR /web
+COPY app/web/package.json app/web/package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY app/web/ ./
+RUN npm run build
 
 FROM python:3.11-slim AS runtime
 
@@ -45,7 +42,7 @@ COPY app ./app
 COPY graphs ./graphs
 COPY tools ./tools
 COPY prompts ./prompts
-# WEB UI ISSUE: COPY --from=web /web/dist ./app/web/dist
+COPY --from=web /web/dist ./app/web/dist
 RUN pip install --no-deps -c constraints.txt . && rm -rf build ./*.egg-info
 
 USER agent

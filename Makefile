@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 WEB    := app/web
-WEB_SRC := $(shell find $(WEB)/src $(WEB)/index.html $(WEB)/package.json $(WEB)/package-lock.json $(WEB)/vite.config.ts -type f 2>/dev/null)
+WEB_SRC := $(shell find $(WEB)/src $(WEB)/index.html $(WEB)/package.json $(WEB)/package-lock.json $(WEB)/vite.config.ts $(WEB)/tsconfig.json -type f 2>/dev/null)
 
 # Offline-safe `langgraph dev`: no analytics, no version check.
 export LANGGRAPH_CLI_NO_ANALYTICS := 1
@@ -25,9 +25,12 @@ web: $(if $(wildcard $(WEB)/package.json),$(WEB)/dist/index.html)
 $(WEB)/dist/index.html: $(WEB_SRC)
 	cd $(WEB) && npm ci --no-audit --no-fund --loglevel=error && npm run build
 
-# Debian's Chromium drives the browser tests (Playwright never downloads a browser here).
+# Debian's Chromium drives the browser tests (Playwright never downloads a browser here);
+# a CJK font makes the screenshots readable.
 browser:
-	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@{ command -v chromium && fc-list | grep -qi wenquanyi; } >/dev/null 2>&1 || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	  apt-get install -y -qq chromium fonts-wqy-microhei >/dev/null; }
 
 run: install
 	$(BIN)/react-agent serve

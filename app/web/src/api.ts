@@ -1,0 +1,154 @@
+// The plain JSON routes of the service, and one way to turn any failure (HTTP status,
+// network loss, a refused request from HttpAgent) into a readable Chinese message.
+
+import type { Interrupt, Message } from "@ag-ui/client";
+import { apiKey } from "./store";
+
+export interface GraphInfo {
+  id: string;
+  description?: string;
+}
+
+export interface ThreadView {
+  threadId: string;
+  graphId: string | null;
+  messages: Message[];
+  interrupts: Interrupt[];
+}
+
+export type FailureKind = "auth" | "conflict" | "refused" | "network" | "server";
+
+export interface Failure {
+  kind: FailureKind;
+  status?: number;
+  text: string;
+}
+
+/** An HTTP answer that was not 2xx; `payload` is the parsed JSON body when there was one. */
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly payload: unknown,
+  ) {
+    super(`HTTP ${status}`);
+  }
+}
+
+export function authHeaders(): Record<string, string> {
+  const key = apiKey.get();
+  return key ? { Authorization: `Bearer ${key}` } : {};
+}
+
+export function agentUrl(graphId: string): string {
+  return `/api/agents/${encodeURIComponent(graphId)}`;
+}
+
+async function request(path: string, init: RequestInit = {}): Promise<Response> {
+  const response = await fetch(path, {
+    ...init,
+    headers: { Accept: "application/json", ...authHeaders(), ...(init.headers ?? {}) },
+  });
+  if (!response.ok) {
+    let payload: unknown = null;
+    const text = await response.text();
+    try {
+      payload = JSON.parse(text);
+    } catch {
+      payload = text;
+    }
+    throw new HttpError(response.status, payload);
+  }
+  return response;
+}
+
+export async function listGraphs(): Promise<GraphInfo[]> {
+  const body: unknown = await (await request("/api/graphs")).json();
+  return Array.isArray(body)
+    ? body.filter((g): g is GraphInfo => typeof g === "object" && g && typeof g.id === "string")
+    : [];
+}
+
+/** The thread's history and pending interrupts; null when the server does not know it. */
+export async function getThread(threadId: string): Promise<ThreadView | null> {
+  try {
+    const view = (await (
+      await request(`/api/threads/${encodeURIComponent(threadId)}`)
+    ).json()) as ThreadView;
+    return {
+      threadId: view.threadId ?? threadId,
+      graphId: view.graphId ?? null,
+      messages: Array.isArray(view.messages) ? view.messages : [],
+      interrupts: Array.isArray(view.interrupts) ? view.interrupts : [],
+    };
+  } catch (err) {
+    if (err instanceof HttpError && err.status === 404) return null;
+    throw err;
+  }
+}
+
+export async function deleteThread(threadId: string): Promise<void> {
+  try {
+    await request(`/api/threads/${encodeURIComponent(threadId)}`, { method: "DELETE" });
+  } catch (err) {
+    if (err instanceof HttpError && err.status === 404) return;
+    throw err;
+  }
+}
+
+/** The server's own words from an error body (`{"detail": ...}` and similar shapes). */
+export function serverMessage(payload: unknown): string {
+  if (typeof payload === "string") return payload.trim().slice(0, 500);
+  if (typeof payload !== "object" || payload === null) return "";
+  const body = payload as Record<string, unknown>;
+  for (const key of ["detail", "message", "error"]) {
+    const value = body[key];
+    if (typeof value === "string") return value;
+    if (Array.isArray(value)) {
+      return value
+        .map((item) =>
+          typeof item === "object" && item && "msg" in item ? String(item.msg) : serverMessage(item),
+        )
+        .filter(Boolean)
+        .join("；");
+    }
+    if (typeof value === "object" && value !== null) {
+      const nested = serverMessage(value);
+      if (nested) return nested;
+    }
+  }
+  return "";
+}
+
+function statusOf(err: unknown): { status?: number; payload?: unknown } {
+  if (err instanceof HttpError) return { status: err.status, payload: err.payload };
+  if (typeof err === "object" && err !== null && "status" in err) {
+    const e = err as { status?: unknown; payload?: unknown };
+    if (typeof e.status === "number") return { status: e.status, payload: e.payload };
+  }
+  return {};
+}
+
+/** A readable description of `err`, whatever raised it. */
+export function describeFailure(err: unknown): Failure {
+  const { status, payload } = statusOf(err);
+  if (status === undefined) {
+    if (err instanceof TypeError || (err instanceof Error && /network|fetch|load failed/i.test(err.message))) {
+      return { kind: "network", text: "网络连接中断：无法连接到服务，请检查服务是否在运行后重试。" };
+    }
+    const message = err instanceof Error ? err.message : String(err);
+    return { kind: "server", text: `请求失败：${message}` };
+  }
+  const said = serverMessage(payload);
+  const suffix = said ? `（${said}）` : "";
+  if (status === 401 || status === 403) {
+    return { kind: "auth", status, text: `未授权：请在「设置」中填写正确的 API Key。${suffix}` };
+  }
+  if (status === 409) {
+    return { kind: "conflict", status, text: `请求冲突：${said || "该会话正在运行或状态已变化"}` };
+  }
+  if (status === 413) return { kind: "refused", status, text: `内容过大，服务拒绝接收。${suffix}` };
+  if (status >= 400 && status < 500) {
+    return { kind: "refused", status, text: `服务拒绝了请求：${said || `HTTP ${status}`}` };
+  }
+  return { kind: "server", status, text: `服务出错（HTTP ${status}）${suffix}` };
+}

@@ -1,0 +1,616 @@
+// The page controller: one AG-UI run at a time over @ag-ui/client's HttpAgent against
+// POST /api/agents/{graph_id}; threads restored from GET /api/threads/{id}.
+
+import {
+  HttpAgent,
+  randomUUID,
+  type AgentSubscriber,
+  type Interrupt,
+  type Message,
+  type ResumeEntry,
+} from "@ag-ui/client";
+import {
+  agentUrl,
+  authHeaders,
+  deleteThread,
+  describeFailure,
+  getThread,
+  listGraphs,
+  type Failure,
+  type GraphInfo,
+} from "./api";
+import { byId } from "./dom";
+import { InterruptControl, type InterruptHandlers } from "./interrupts";
+import { renderGraphs, renderThreads } from "./sidebar";
+import * as store from "./store";
+import type { ThreadEntry } from "./store";
+import { ConversationView, isAskTool } from "./view";
+import "./style.css";
+
+const STEP_TEXT: Record<string, string> = {
+  agent: "正在思考…",
+  tools: "正在执行工具…",
+};
+
+const RETRY_BUSY_MS = 250;
+const RETRY_BUSY_ATTEMPTS = 24;
+const RETRY_BUSY_WINDOW_MS = 8000;
+
+const PLACEHOLDER = "输入消息，Enter 发送，Shift+Enter 换行";
+const PLACEHOLDER_SHORT = "输入消息";
+const PLACEHOLDER_WAITING = "请先回答上面的问题，或点「取消」";
+const PLACEHOLDER_WAITING_SHORT = "请先回答上面的问题";
+const narrow = window.matchMedia("(max-width: 520px)");
+
+const ui = {
+  app: byId<HTMLDivElement>("app"),
+  sidebar: byId<HTMLElement>("sidebar"),
+  scrim: byId<HTMLDivElement>("scrim"),
+  openSidebar: byId<HTMLButtonElement>("open-sidebar"),
+  closeSidebar: byId<HTMLButtonElement>("close-sidebar"),
+  newThread: byId<HTMLButtonElement>("new-thread"),
+  threadList: byId<HTMLUListElement>("thread-list"),
+  threadEmpty: byId<HTMLParagraphElement>("thread-empty"),
+  settings: byId<HTMLDetailsElement>("settings"),
+  settingsForm: byId<HTMLFormElement>("settings-form"),
+  apiKey: byId<HTMLInputElement>("api-key"),
+  settingsSaved: byId<HTMLSpanElement>("settings-saved"),
+  agentSelect: byId<HTMLSelectElement>("agent-select"),
+  agentPicker: byId<HTMLDivElement>("agent-picker"),
+  title: byId<HTMLHeadingElement>("thread-title"),
+  conversation: byId<HTMLElement>("conversation"),
+  messages: byId<HTMLDivElement>("messages"),
+  progress: byId<HTMLDivElement>("progress"),
+  progressText: byId<HTMLSpanElement>("progress-text"),
+  composer: byId<HTMLFormElement>("composer"),
+  input: byId<HTMLTextAreaElement>("message-input"),
+  send: byId<HTMLButtonElement>("send-button"),
+  stop: byId<HTMLButtonElement>("stop-button"),
+};
+
+const view = new ConversationView(ui.messages, ui.conversation);
+
+interface Answer {
+  entry: ResumeEntry;
+  summary: string;
+}
+
+const state = {
+  graphs: [] as GraphInfo[],
+  threads: store.loadThreads(),
+  current: null as ThreadEntry | null,
+  agent: null as HttpAgent | null,
+  stopped: false,
+  lastStop: { threadId: "", at: 0 },
+  loading: 0,
+  controls: new Map<string, InterruptControl>(),
+  answers: new Map<string, Answer>(),
+};
+
+// --- threads -----------------------------------------------------------------------
+
+function saveThreads(): void {
+  store.saveThreads(state.threads);
+  renderThreads(ui.threadList, ui.threadEmpty, state.threads, state.current?.id ?? null, {
+    open: (entry) => {
+      closeSidebar();
+      if (entry.id !== state.current?.id) void openThread(entry);
+    },
+    remove: (entry) => void removeThread(entry),
+  });
+}
+
+function known(id: string): ThreadEntry | undefined {
+  return state.threads.find((t) => t.id === id);
+}
+
+function defaultGraph(): string {
+  const last = store.lastGraph.get();
+  if (last && state.graphs.some((g) => g.id === last)) return last;
+  return state.graphs[0]?.id ?? "weather";
+}
+
+function graphInfo(id: string): GraphInfo | undefined {
+  return state.graphs.find((g) => g.id === id);
+}
+
+function setCurrent(entry: ThreadEntry): void {
+  state.current = entry;
+  store.currentThread.set(known(entry.id) ? entry.id : null);
+  ui.title.textContent = entry.title || "新对话";
+  if (state.graphs.length) renderGraphs(ui.agentSelect, state.graphs, entry.graphId);
+  saveThreads();
+}
+
+function resetInterrupts(): void {
+  state.controls.clear();
+  state.answers.clear();
+}
+
+/** A fresh conversation with `graphId`; it joins the list once its first message is sent. */
+function newDraft(graphId = defaultGraph()): void {
+  stopRun(true);
+  state.loading += 1;
+  resetInterrupts();
+  setCurrent({ id: randomUUID(), graphId, title: "新对话", updatedAt: Date.now() });
+  view.clear();
+  view.showWelcome(graphInfo(graphId), (text) => void send(text));
+  refreshComposer();
+  focusComposer();
+}
+
+async function openThread(entry: ThreadEntry): Promise<void> {
+  stopRun(true);
+  const token = ++state.loading;
+  resetInterrupts();
+  setCurrent(entry);
+  view.clear();
+  refreshComposer();
+  ui.messages.setAttribute("aria-busy", "true");
+  try {
+    const thread = await getThread(entry.id);
+    if (token !== state.loading) return;
+    view.clear();
+    if (!thread || (!thread.messages.length && !thread.interrupts.length)) {
+      view.showWelcome(graphInfo(entry.graphId), (text) => void send(text));
+      return;
+    }
+    if (thread.graphId && thread.graphId !== entry.graphId) {
+      entry.graphId = thread.graphId;
+      setCurrent(entry);
+    }
+    renderHistory(thread.messages);
+    showInterrupts(thread.interrupts);
+    view.scrollToBottom();
+  } catch (err) {
+    if (token !== state.loading) return;
+    view.clear();
+    showFailure(describeFailure(err), { label: "重试", run: () => void openThread(entry) });
+  } finally {
+    if (token === state.loading) {
+      ui.messages.removeAttribute("aria-busy");
+      refreshComposer();
+    }
+  }
+}
+
+async function removeThread(entry: ThreadEntry): Promise<void> {
+  try {
+    await deleteThread(entry.id);
+  } catch (err) {
+    showFailure(describeFailure(err));
+    return;
+  }
+  state.threads = state.threads.filter((t) => t.id !== entry.id);
+  if (entry.id === state.current?.id) newDraft(entry.graphId);
+  else saveThreads();
+}
+
+function textOf(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) {
+    return content
+      .map((part) => (part && typeof part === "object" && "text" in part ? String(part.text) : ""))
+      .join("");
+  }
+  return "";
+}
+
+function questionOf(args: string): string {
+  try {
+    const parsed = JSON.parse(args) as { message?: unknown };
+    if (typeof parsed.message === "string") return parsed.message;
+  } catch {
+    // fall through to a neutral title
+  }
+  return "向你提了一个问题";
+}
+
+function renderHistory(messages: Message[]): void {
+  for (const message of messages) {
+    if (message.role === "user") {
+      view.addUser(textOf(message.content), message.id);
+    } else if (message.role === "assistant") {
+      const text = textOf(message.content);
+      if (text) view.assistant(message.id).set(text);
+      for (const call of message.toolCalls ?? []) {
+        view.tool(call.id, call.function.name).setArgs(call.function.arguments);
+      }
+    } else if (message.role === "tool") {
+      const card = view.tool(message.toolCallId);
+      const result = textOf(message.content);
+      card.setResult(result);
+      if (isAskTool(card.name)) view.answeredQuestion(questionOf(card.argsText), result);
+    }
+  }
+  view.settleTools("stopped");
+}
+
+// --- interrupts --------------------------------------------------------------------
+
+const interruptHandlers: InterruptHandlers = {
+  answer(control, value, summary) {
+    collect(control, { interruptId: control.id, status: "resolved", payload: { value } }, summary);
+  },
+  cancel(control) {
+    collect(control, { interruptId: control.id, status: "cancelled" }, "已取消");
+  },
+};
+
+function showInterrupts(interrupts: Interrupt[]): void {
+  resetInterrupts();
+  for (const interrupt of interrupts) {
+    const control = new InterruptControl(interrupt, interruptHandlers);
+    state.controls.set(interrupt.id, control);
+    view.findTool(interrupt.toolCallId)?.setState("waiting");
+    view.addNode(control.el);
+  }
+  refreshComposer();
+  const first = state.controls.values().next().value;
+  if (first) {
+    view.scrollToBottom();
+    first.focus();
+  }
+}
+
+/** Keep an answer; once every pending interrupt has one, resume with all of them. */
+function collect(control: InterruptControl, entry: ResumeEntry, summary: string): void {
+  control.showError("");
+  state.answers.set(control.id, { entry, summary });
+  const waiting = [...state.controls.keys()].filter((id) => !state.answers.has(id));
+  if (waiting.length) {
+    control.setBusy(true, `已记录，还有 ${waiting.length} 个问题待回答`);
+    return;
+  }
+  const batch = [...state.controls.values()];
+  for (const c of batch) c.setBusy(true, "正在提交…");
+  void run({ resume: batch.map((c) => state.answers.get(c.id)!.entry) }, batch);
+}
+
+// --- runs --------------------------------------------------------------------------
+
+interface RunInput {
+  message?: Message;
+  resume?: ResumeEntry[];
+}
+
+function setRunning(running: boolean): void {
+  ui.app.classList.toggle("is-running", running);
+  ui.send.hidden = running;
+  ui.stop.hidden = !running;
+  if (!running) setProgress(null);
+  refreshComposer();
+}
+
+function setProgress(text: string | null): void {
+  ui.progress.hidden = text === null;
+  if (text !== null) ui.progressText.textContent = text;
+}
+
+function refreshComposer(): void {
+  const waiting = state.controls.size > 0;
+  ui.input.disabled = waiting;
+  ui.input.placeholder = narrow.matches
+    ? waiting
+      ? PLACEHOLDER_WAITING_SHORT
+      : PLACEHOLDER_SHORT
+    : waiting
+      ? PLACEHOLDER_WAITING
+      : PLACEHOLDER;
+  ui.send.disabled = waiting || !state.current || state.agent !== null || !ui.input.value.trim();
+  ui.agentPicker.hidden = !state.graphs.length;
+}
+
+/** Abort the run (the server cancels it at its next safe point).
+
+`detach` also stops listening at once, for when the page moves to another thread.
+*/
+function stopRun(detach = false): void {
+  const agent = state.agent;
+  if (!agent) return;
+  state.stopped = true;
+  state.lastStop = { threadId: agent.threadId, at: Date.now() };
+  if (detach) {
+    state.agent = null;
+    setRunning(false);
+  }
+  agent.abortRun();
+}
+
+function touchThread(): void {
+  const entry = state.current;
+  if (!entry) return;
+  entry.updatedAt = Date.now();
+  if (!known(entry.id)) state.threads.push(entry);
+  store.currentThread.set(entry.id);
+  saveThreads();
+}
+
+/** A 409 "thread busy" right after this page stopped a run on the thread.
+
+The server lets go of a stopped run once it notices the closed connection, which can
+be a moment after the stop button; "stop, then send at once" should just work.
+*/
+function justStopped(threadId: string, err: unknown, attempt: number): boolean {
+  const failure = err as { status?: unknown; payload?: { code?: unknown } };
+  return (
+    failure?.status === 409 &&
+    failure.payload?.code === "thread_busy" &&
+    state.lastStop.threadId === threadId &&
+    Date.now() - state.lastStop.at < RETRY_BUSY_WINDOW_MS &&
+    attempt < RETRY_BUSY_ATTEMPTS
+  );
+}
+
+async function send(text: string): Promise<void> {
+  const entry = state.current;
+  text = text.trim();
+  if (!entry || !text || state.agent || state.controls.size) return;
+  if (!known(entry.id)) {
+    entry.title = text.length > 24 ? `${text.slice(0, 23)}…` : text;
+    ui.title.textContent = entry.title;
+  }
+  touchThread();
+  store.lastGraph.set(entry.graphId);
+  const message: Message = { id: randomUUID(), role: "user", content: text };
+  view.addUser(text, message.id);
+  view.scrollToBottom();
+  ui.input.value = "";
+  autosize();
+  await run({ message });
+}
+
+async function run(input: RunInput, batch: InterruptControl[] = []): Promise<void> {
+  const entry = state.current;
+  if (!entry) return;
+  // The server keeps the history: a run carries only what is new (the message, or the
+  // answers), which also keeps long threads under the request size limit.
+  const agent = new HttpAgent({
+    url: agentUrl(entry.graphId),
+    headers: authHeaders(),
+    threadId: entry.id,
+    initialMessages: input.message ? [input.message] : [],
+  });
+  state.agent = agent;
+  state.stopped = false;
+  setRunning(true);
+  setProgress("正在连接…");
+  let started = false;
+  let interrupted: Interrupt[] = [];
+  const mine = () => state.agent === agent;
+
+  const subscriber: AgentSubscriber = {
+    onRunStartedEvent() {
+      if (!mine()) return;
+      started = true;
+      setProgress("正在思考…");
+      for (const control of batch) control.markAnswered(state.answers.get(control.id)?.summary ?? "");
+      if (batch.length) resetInterrupts();
+      refreshComposer();
+    },
+    onStepStartedEvent({ event }) {
+      if (mine()) setProgress(STEP_TEXT[event.stepName] ?? `正在执行 ${event.stepName}…`);
+    },
+    onTextMessageStartEvent({ event }) {
+      if (!mine()) return;
+      view.assistant(event.messageId);
+      setProgress("正在回答…");
+    },
+    onTextMessageContentEvent({ event }) {
+      if (mine()) view.assistant(event.messageId).append(event.delta);
+    },
+    onTextMessageEndEvent({ event }) {
+      if (mine()) view.assistant(event.messageId).finish();
+    },
+    onToolCallStartEvent({ event }) {
+      if (!mine()) return;
+      view.tool(event.toolCallId, event.toolCallName);
+      setProgress(`正在准备调用 ${event.toolCallName}…`);
+    },
+    onToolCallArgsEvent({ event }) {
+      if (mine()) view.tool(event.toolCallId).appendArgs(event.delta);
+    },
+    onToolCallEndEvent({ event, toolCallName }) {
+      if (!mine()) return;
+      view.tool(event.toolCallId).setState("running");
+      setProgress(`正在执行 ${toolCallName}…`);
+    },
+    onToolCallResultEvent({ event }) {
+      if (mine()) view.tool(event.toolCallId).setResult(textOf(event.content));
+    },
+    onRunFinishedEvent(params) {
+      if (mine() && params.outcome === "interrupt") interrupted = params.interrupts;
+    },
+    onRunErrorEvent({ event }) {
+      // HttpAgent reports its own abort as a run error (code "abort"); the stop notice
+      // covers that one.
+      if (!mine() || state.stopped || event.code === "abort") return;
+      view.settleTools("stopped");
+      const entry = state.current;
+      showFailure(
+        { kind: "server", text: `运行出错：${event.message}` },
+        entry ? { label: "刷新会话", run: () => void openThread(entry) } : undefined,
+      );
+    },
+  };
+
+  try {
+    const params = input.resume ? { resume: input.resume } : {};
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await agent.runAgent(params, subscriber);
+        break;
+      } catch (err) {
+        if (!(mine() && !started && !state.stopped && justStopped(entry.id, err, attempt))) throw err;
+        await new Promise((resolve) => window.setTimeout(resolve, RETRY_BUSY_MS));
+      }
+    }
+  } catch (err) {
+    if (mine()) failed(describeFailure(err), started, input, batch);
+  } finally {
+    if (mine()) {
+      state.agent = null;
+      setRunning(false);
+      for (const card of document.querySelectorAll(".msg-assistant.streaming")) {
+        card.classList.remove("streaming");
+      }
+      if (state.stopped) {
+        view.settleTools("stopped");
+        view.notice("info", "已停止本次运行。可以继续发送新消息。");
+      }
+      if (interrupted.length) showInterrupts(interrupted);
+      else refreshComposer();
+      if (started) touchThread();
+      if (!state.controls.size) focusComposer();
+    }
+  }
+}
+
+function failed(failure: Failure, started: boolean, input: RunInput, batch: InterruptControl[]): void {
+  if (!started && batch.length) {
+    // A refused answer: the interrupt is still pending, so the control stays.
+    state.answers.clear();
+    // 409: the thread moved on without this page (answered elsewhere, or busy); the
+    // server's view of it is one click away.
+    const entry = state.current;
+    const reload =
+      failure.kind === "conflict" && entry
+        ? { label: "刷新会话", run: () => void openThread(entry) }
+        : undefined;
+    for (const control of batch) {
+      control.setBusy(false);
+      control.showError(failure.text, reload);
+    }
+    if (failure.kind === "auth") openSettings();
+    return;
+  }
+  view.settleTools("stopped");
+  if (!started && input.message) {
+    const bubble = ui.messages.querySelector(`[data-message-id="${CSS.escape(input.message.id)}"]`);
+    bubble?.classList.add("is-unsent");
+    if (!ui.input.value) {
+      ui.input.value = textOf(input.message.content);
+      autosize();
+    }
+  }
+  const entry = state.current;
+  const reload = entry ? { label: "刷新会话", run: () => void openThread(entry) } : undefined;
+  showFailure(failure, failure.kind === "auth" ? undefined : reload);
+}
+
+function showFailure(failure: Failure, action?: { label: string; run: () => void }): void {
+  if (failure.kind === "auth") {
+    view.notice("error", failure.text, { label: "打开设置", run: openSettings });
+    openSettings();
+    return;
+  }
+  view.notice("error", failure.text, action);
+}
+
+// --- composer, settings, layout ----------------------------------------------------
+
+function autosize(): void {
+  ui.input.style.height = "auto";
+  ui.input.style.height = `${Math.min(ui.input.scrollHeight, 200)}px`;
+  refreshComposer();
+}
+
+function focusComposer(): void {
+  // On touch screens focusing would pop the keyboard over the answer.
+  if (window.matchMedia("(pointer: fine)").matches && !ui.input.disabled) ui.input.focus();
+}
+
+function openSettings(): void {
+  if (ui.app.clientWidth < 860) openSidebar();
+  ui.settings.open = true;
+  ui.apiKey.focus();
+}
+
+function openSidebar(): void {
+  ui.app.classList.add("sidebar-open");
+  ui.scrim.hidden = false;
+  ui.openSidebar.setAttribute("aria-expanded", "true");
+}
+
+function closeSidebar(): void {
+  ui.app.classList.remove("sidebar-open");
+  ui.scrim.hidden = true;
+  ui.openSidebar.setAttribute("aria-expanded", "false");
+}
+
+async function loadGraphs(): Promise<boolean> {
+  try {
+    state.graphs = await listGraphs();
+  } catch (err) {
+    view.clear();
+    showFailure(describeFailure(err), { label: "重试", run: () => void start() });
+    return false;
+  }
+  if (!state.graphs.length) {
+    view.clear();
+    view.notice("error", "服务没有可用的智能体。");
+    return false;
+  }
+  return true;
+}
+
+async function start(): Promise<void> {
+  if (!(await loadGraphs())) return;
+  const id = store.currentThread.get();
+  const entry = id ? known(id) : undefined;
+  if (entry) await openThread(entry);
+  else newDraft();
+}
+
+function wire(): void {
+  ui.composer.addEventListener("submit", (event) => {
+    event.preventDefault();
+    void send(ui.input.value);
+  });
+  ui.input.addEventListener("keydown", (event) => {
+    // Enter sends; Shift+Enter is a newline; Enter that confirms an IME candidate is neither.
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing && event.keyCode !== 229) {
+      event.preventDefault();
+      if (!ui.send.disabled) ui.composer.requestSubmit();
+    }
+  });
+  ui.input.addEventListener("input", autosize);
+  narrow.addEventListener("change", refreshComposer);
+  ui.stop.addEventListener("click", () => stopRun());
+  ui.newThread.addEventListener("click", () => {
+    closeSidebar();
+    newDraft(state.current?.graphId);
+  });
+  ui.agentSelect.addEventListener("change", () => {
+    const graphId = ui.agentSelect.value;
+    store.lastGraph.set(graphId);
+    const entry = state.current;
+    if (entry && !known(entry.id) && !state.agent) {
+      entry.graphId = graphId;
+      view.showWelcome(graphInfo(graphId), (text) => void send(text));
+      setCurrent(entry);
+    } else {
+      newDraft(graphId);
+    }
+  });
+  ui.openSidebar.addEventListener("click", openSidebar);
+  ui.closeSidebar.addEventListener("click", closeSidebar);
+  ui.scrim.addEventListener("click", closeSidebar);
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && ui.app.classList.contains("sidebar-open")) closeSidebar();
+  });
+  ui.apiKey.value = store.apiKey.get();
+  ui.settingsForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    store.apiKey.set(ui.apiKey.value);
+    ui.settingsSaved.textContent = "已保存";
+    window.setTimeout(() => (ui.settingsSaved.textContent = ""), 2000);
+    closeSidebar();
+    void start();
+  });
+  refreshComposer();
+}
+
+wire();
+saveThreads();
+void start();

@@ -1,0 +1,374 @@
+// The conversation on screen: user bubbles, streamed assistant Markdown, tool cards and
+// inline notices. Tool names, arguments and results are always set as text.
+
+import type { GraphInfo } from "./api";
+import { h } from "./dom";
+import { setMarkdown } from "./markdown";
+
+const TOOL_LABELS: Record<string, string> = {
+  get_weather: "查询天气",
+  resolve_stock: "识别股票",
+  save_report: "保存报告",
+  ask_input: "向你提问",
+  ask_choice: "请你选择",
+  ask_multi_choice: "请你多选",
+  ask_confirm: "请你确认",
+  stock_basic: "股票列表",
+  daily: "日线行情",
+  weekly: "周线行情",
+  monthly: "月线行情",
+  daily_basic: "每日指标",
+};
+
+const EXAMPLES: Record<string, string[]> = {
+  weather: ["北京今天天气怎么样？", "查天气", "上海和广州明天哪里更暖和？"],
+  tushare: ["分析一下平安", "分析一下贵州茅台最近的走势", "000001.SZ 的月线趋势如何？"],
+};
+
+const DECLINED = /^(用户拒绝执行|用户取消|该工具调用未执行)/;
+
+// The ask_* tools exist to pause for the user: their interrupt control stands for them on
+// screen, so they get no tool card of their own.
+const ASK_TOOLS = new Set(["ask_input", "ask_choice", "ask_multi_choice", "ask_confirm"]);
+const ANSWER_PREFIX = /^用户(回答|选择|确认)：/;
+
+export function isAskTool(name: string): boolean {
+  return ASK_TOOLS.has(name);
+}
+
+export type ToolState = "streaming" | "running" | "waiting" | "done" | "declined" | "stopped";
+
+const STATE_TEXT: Record<ToolState, string> = {
+  streaming: "准备参数",
+  running: "运行中",
+  waiting: "等待你的回答",
+  done: "完成",
+  declined: "未执行",
+  stopped: "已中止",
+};
+
+function prettyArgs(raw: string): string {
+  if (!raw.trim()) return "（无参数）";
+  try {
+    return JSON.stringify(JSON.parse(raw), null, 2);
+  } catch {
+    return raw;
+  }
+}
+
+function briefArgs(raw: string): string {
+  try {
+    const parsed: unknown = JSON.parse(raw);
+    if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) {
+      const parts = Object.values(parsed as Record<string, unknown>).map((v) =>
+        typeof v === "string" ? v : JSON.stringify(v),
+      );
+      return oneLine(parts.join("，"), 48);
+    }
+  } catch {
+    // still streaming: show nothing rather than half a JSON document
+  }
+  return "";
+}
+
+function oneLine(text: string, max: number): string {
+  const flat = text.replace(/\s+/g, " ").trim();
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+}
+
+export class ToolCard {
+  readonly el: HTMLDetailsElement;
+  private readonly brief: HTMLElement;
+  private readonly stateEl: HTMLElement;
+  private readonly argsEl: HTMLElement;
+  private readonly resultEl: HTMLElement;
+  private readonly resultBox: HTMLElement;
+  private readonly preview: HTMLElement;
+  private args = "";
+  state: ToolState = "streaming";
+
+  constructor(
+    readonly id: string,
+    readonly name: string,
+  ) {
+    this.brief = h("span", { class: "tool-brief" });
+    this.stateEl = h("span", { class: "tool-state" });
+    this.argsEl = h("pre", { class: "tool-pre" });
+    this.resultEl = h("pre", { class: "tool-pre" });
+    this.preview = h("span", { class: "tool-preview" });
+    this.resultBox = h(
+      "div",
+      { class: "tool-section", attrs: { hidden: true } },
+      h("div", { class: "tool-section-title", text: "结果" }),
+      this.resultEl,
+    );
+    const label = TOOL_LABELS[name];
+    this.el = h(
+      "details",
+      { class: "tool", attrs: { "data-tool-call-id": id, "data-tool-name": name } },
+      h(
+        "summary",
+        { class: "tool-head" },
+        h("span", { class: "tool-icon", attrs: { "aria-hidden": "true" } }),
+        h(
+          "span",
+          { class: "tool-title" },
+          label ? h("span", { class: "tool-label", text: label }) : null,
+          h("code", { class: "tool-name", text: name }),
+          this.brief,
+        ),
+        this.stateEl,
+        h("span", { class: "tool-chevron", attrs: { "aria-hidden": "true" } }),
+        this.preview,
+      ),
+      h(
+        "div",
+        { class: "tool-body" },
+        h(
+          "div",
+          { class: "tool-section" },
+          h("div", { class: "tool-section-title", text: "参数" }),
+          this.argsEl,
+        ),
+        this.resultBox,
+      ),
+    );
+    this.setState("streaming");
+  }
+
+  appendArgs(delta: string): void {
+    this.setArgs(this.args + delta);
+  }
+
+  setArgs(args: string): void {
+    this.args = args;
+    this.argsEl.textContent = prettyArgs(args);
+    this.brief.textContent = briefArgs(args);
+  }
+
+  setResult(content: string): void {
+    this.resultEl.textContent = content || "（空）";
+    this.resultBox.hidden = false;
+    this.preview.textContent = oneLine(content, 120);
+    this.setState(DECLINED.test(content.trim()) ? "declined" : "done");
+  }
+
+  setState(state: ToolState): void {
+    this.state = state;
+    this.el.dataset.state = state;
+    this.stateEl.textContent = STATE_TEXT[state];
+    this.el.setAttribute("aria-busy", state === "running" || state === "streaming" ? "true" : "false");
+  }
+
+  get argsText(): string {
+    return this.args;
+  }
+
+  get finished(): boolean {
+    return this.state === "done" || this.state === "declined";
+  }
+}
+
+export class AssistantText {
+  readonly el: HTMLElement;
+  private readonly body: HTMLElement;
+  private text = "";
+  private scheduled = 0;
+
+  constructor(readonly id: string) {
+    this.body = h("div", { class: "md" });
+    this.el = h("article", { class: "msg msg-assistant", attrs: { "data-message-id": id } }, this.body);
+  }
+
+  append(delta: string): void {
+    this.text += delta;
+    this.el.classList.add("streaming");
+    // Re-render at most once a frame: long answers stream hundreds of deltas.
+    if (!this.scheduled) {
+      this.scheduled = requestAnimationFrame(() => {
+        this.scheduled = 0;
+        setMarkdown(this.body, this.text);
+      });
+    }
+  }
+
+  set(text: string): void {
+    this.text = text;
+    setMarkdown(this.body, text);
+  }
+
+  finish(): void {
+    if (this.scheduled) cancelAnimationFrame(this.scheduled);
+    this.scheduled = 0;
+    setMarkdown(this.body, this.text);
+    this.el.classList.remove("streaming");
+  }
+}
+
+export interface NoticeAction {
+  label: string;
+  run: () => void;
+}
+
+export class ConversationView {
+  private readonly texts = new Map<string, AssistantText>();
+  private readonly tools = new Map<string, ToolCard>();
+
+  // Follow new content while the reader is at the bottom; leave them be once they scroll up.
+  private stuck = true;
+
+  constructor(
+    readonly list: HTMLElement,
+    private readonly scroller: HTMLElement,
+  ) {
+    scroller.addEventListener("scroll", () => {
+      this.stuck = this.nearBottom();
+    });
+    new ResizeObserver(() => {
+      if (this.stuck) this.scrollToBottom();
+    }).observe(list);
+  }
+
+  clear(): void {
+    this.texts.clear();
+    this.tools.clear();
+    this.list.replaceChildren();
+  }
+
+  get isEmpty(): boolean {
+    return this.list.querySelector(".msg, .tool, .interrupt, .notice") === null;
+  }
+
+  showWelcome(graph: GraphInfo | undefined, onPick: (text: string) => void): void {
+    const examples = EXAMPLES[graph?.id ?? ""] ?? [];
+    this.list.replaceChildren(
+      h(
+        "div",
+        { class: "welcome" },
+        h("div", { class: "welcome-mark", attrs: { "aria-hidden": "true" } }),
+        h("h2", { class: "welcome-title", text: graph ? `和 ${graph.id} 智能体对话` : "开始对话" }),
+        graph?.description ? h("p", { class: "welcome-desc", text: graph.description }) : null,
+        examples.length
+          ? h(
+              "div",
+              { class: "examples", attrs: { role: "group", "aria-label": "示例问题" } },
+              ...examples.map((example) =>
+                h("button", {
+                  class: "example",
+                  text: example,
+                  attrs: { type: "button" },
+                  on: { click: () => onPick(example) },
+                }),
+              ),
+            )
+          : null,
+      ),
+    );
+  }
+
+  private add(el: HTMLElement): void {
+    this.list.querySelector(".welcome")?.remove();
+    this.list.appendChild(el);
+  }
+
+  addUser(text: string, id = ""): void {
+    this.add(
+      h(
+        "article",
+        { class: "msg msg-user", attrs: { "data-message-id": id } },
+        h("div", { class: "bubble", text }),
+      ),
+    );
+  }
+
+  assistant(id: string): AssistantText {
+    let block = this.texts.get(id);
+    if (!block) {
+      block = new AssistantText(id);
+      this.texts.set(id, block);
+      this.add(block.el);
+    }
+    return block;
+  }
+
+  tool(id: string, name = "tool"): ToolCard {
+    let card = this.tools.get(id);
+    if (!card) {
+      card = new ToolCard(id, name);
+      this.tools.set(id, card);
+      if (!isAskTool(name)) this.add(card.el);
+    }
+    return card;
+  }
+
+  /** A finished ask_* call from history, shown the way a live answered control ends up. */
+  answeredQuestion(message: string, result: string): void {
+    const cancelled = result.startsWith("用户取消");
+    this.add(
+      h(
+        "section",
+        { class: "interrupt is-answered", attrs: { "aria-label": "已回答的问题" } },
+        h("div", { class: "interrupt-badge", text: cancelled ? "已取消" : "已回答" }),
+        h(
+          "div",
+          { class: "interrupt-form" },
+          h("p", { class: "interrupt-message", text: message }),
+          h(
+            "p",
+            { class: "interrupt-answer" },
+            h("span", { text: cancelled ? "– " : "✓ " }),
+            cancelled ? "已取消" : result.replace(ANSWER_PREFIX, ""),
+          ),
+        ),
+      ),
+    );
+  }
+
+  findTool(id: string | undefined | null): ToolCard | undefined {
+    return id ? this.tools.get(id) : undefined;
+  }
+
+  /** Tool cards a stopped or failed run left unfinished. */
+  settleTools(state: ToolState, keep: Set<string> = new Set()): void {
+    for (const card of this.tools.values()) {
+      if (!card.finished && card.state !== "waiting" && !keep.has(card.id)) card.setState(state);
+    }
+  }
+
+  notice(kind: "error" | "info", text: string, action?: NoticeAction): HTMLElement {
+    const el = h(
+      "div",
+      {
+        class: `notice notice-${kind}`,
+        attrs: { role: kind === "error" ? "alert" : "status" },
+      },
+      h("span", { class: "notice-icon", attrs: { "aria-hidden": "true" } }),
+      h("span", { class: "notice-text", text }),
+      action
+        ? h("button", {
+            class: "btn btn-small btn-ghost",
+            text: action.label,
+            attrs: { type: "button" },
+            on: { click: action.run },
+          })
+        : null,
+    );
+    this.add(el);
+    return el;
+  }
+
+  addNode(el: HTMLElement): void {
+    this.add(el);
+  }
+
+  private nearBottom(): boolean {
+    const s = this.scroller;
+    return s.scrollHeight - s.scrollTop - s.clientHeight < 80;
+  }
+
+  /** Jump to the newest content and follow it from now on. */
+  scrollToBottom(): void {
+    this.stuck = true;
+    this.scroller.scrollTop = this.scroller.scrollHeight;
+  }
+}

@@ -1,0 +1,294 @@
+"""Browser tests: Debian's Chromium (headless, via pytest-playwright) against a real
+`react-agent serve` process wired to the LLM, Open-Meteo and Tushare MCP doubles.
+
+One server serves the whole session; every test opens a fresh browser context (so a
+fresh localStorage, hence a new thread), and the doubles are reset between tests.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import (
+    Browser,
+    BrowserType,
+    Locator,
+    Page,
+    Playwright,
+    expect,
+    sync_playwright,
+)
+
+from tests.doubles.env import env_for_subprocess
+from tests.doubles.llm import ScriptedLLM
+from tests.doubles.open_meteo import FakeOpenMeteo
+from tests.doubles.tushare_mcp import TushareMCP
+
+ROOT = Path(__file__).resolve().parents[2]
+DIST_INDEX = ROOT / "app" / "web" / "dist" / "index.html"
+ARTIFACTS = ROOT / "tests" / "artifacts"
+CHROMIUM = "/usr/bin/chromium"
+TUSHARE_TOKEN = "web-ui-test-token"
+START_TIMEOUT_S = 30.0
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
+    """Debian's Chromium: Playwright never downloads a browser here."""
+    executable = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
+    if executable is None:
+        pytest.fail("chromium is not installed: run `make test` (its `browser` step installs it)")
+    return {**browser_type_launch_args, "executable_path": executable, "args": CHROMIUM_ARGS}
+
+
+# Playwright's sync API keeps an event loop marked as running on the main thread for as
+# long as it is started, and pytest-asyncio cannot run a test while one is. pytest-
+# playwright starts it once per session; these overrides end it with this package, so
+# the async tests of other packages run normally whatever the order.
+
+
+@pytest.fixture(scope="package")
+def playwright() -> Iterator[Playwright]:
+    with sync_playwright() as pw:
+        yield pw
+
+
+@pytest.fixture(scope="package")
+def browser_type(playwright: Playwright, browser_name: str) -> BrowserType:
+    browser_type: BrowserType = getattr(playwright, browser_name)
+    return browser_type
+
+
+@pytest.fixture(scope="package")
+def launch_browser(
+    browser_type_launch_args: dict[str, Any], browser_type: BrowserType
+) -> Callable[..., Browser]:
+    def launch(**kwargs: Any) -> Browser:
+        return browser_type.launch(**{**browser_type_launch_args, **kwargs})
+
+    return launch
+
+
+@pytest.fixture(scope="package")
+def browser(launch_browser: Callable[..., Browser]) -> Iterator[Browser]:
+    browser = launch_browser()
+    yield browser
+    browser.close()
+
+
+@pytest.fixture(scope="session")
+def tushare_mcp() -> Iterator[TushareMCP]:
+    with TushareMCP(token=TUSHARE_TOKEN) as server:
+        yield server
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class ServerProcess:
+    """A running `react-agent serve`; `log` holds its output."""
+
+    url: str
+    process: subprocess.Popen[bytes]
+    log: Path
+    data_dir: Path
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+
+def start_server(data_dir: Path, env: dict[str, str]) -> ServerProcess:
+    """Start `react-agent serve` on a free port and wait until /healthz answers."""
+    if not DIST_INDEX.is_file():
+        pytest.fail("the web UI is not built: run `make install` (or `make test`)")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    log = data_dir / "server.log"
+    executable = Path(sys.executable).with_name("react-agent")
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [str(executable), "serve", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    server = ServerProcess(f"http://127.0.0.1:{port}", process, log, data_dir)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        if process.poll() is not None:
+            pytest.fail(f"react-agent serve exited with {process.returncode}:\n{server.log_tail()}")
+        try:
+            if httpx.get(f"{server.url}/healthz", timeout=1).status_code == 200:
+                return server
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            server.stop()
+            pytest.fail(
+                f"react-agent serve not healthy in {START_TIMEOUT_S}s:\n{server.log_tail()}"
+            )
+        time.sleep(0.05)  # polling interval, not a wait for an event
+
+
+def server_env(
+    llm: ScriptedLLM, meteo: FakeOpenMeteo, mcp: TushareMCP, data_dir: Path, **extra: str
+) -> dict[str, str]:
+    """The server's environment: every external service is a double; no model retries."""
+    return env_for_subprocess(
+        llm,
+        meteo,
+        data_dir,
+        TUSHARE_TOKEN=TUSHARE_TOKEN,
+        TUSHARE_MCP_URL=mcp.url,
+        OPENAI_MAX_RETRIES="0",
+        **extra,
+    )
+
+
+@pytest.fixture(scope="session")
+def server(
+    _llm_server: ScriptedLLM,
+    _meteo_server: FakeOpenMeteo,
+    tushare_mcp: TushareMCP,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[ServerProcess]:
+    data_dir = tmp_path_factory.mktemp("web-server")
+    process = start_server(data_dir, server_env(_llm_server, _meteo_server, tushare_mcp, data_dir))
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="session")
+def base_url(server: ServerProcess) -> str:
+    """pytest-playwright resolves `page.goto("/")` against this."""
+    return server.url
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS
+
+
+class Chat:
+    """The chat page, in the words a user would use."""
+
+    def __init__(self, page: Page, artifacts: Path) -> None:
+        self.page = page
+        self.artifacts = artifacts
+
+    def open(self, graph: str = "weather") -> Chat:
+        self.page.goto("/")
+        picker = self.page.get_by_label("智能体", exact=True)
+        expect(picker.locator(f'option[value="{graph}"]')).to_have_count(1)
+        if picker.input_value() != graph:
+            picker.select_option(graph)
+        expect(self.page.locator(".welcome")).to_be_visible()
+        return self
+
+    @property
+    def composer(self) -> Locator:
+        return self.page.get_by_label("消息", exact=True)
+
+    def send(self, text: str) -> None:
+        self.composer.fill(text)
+        self.composer.press("Enter")
+
+    @property
+    def interrupt(self) -> Locator:
+        """The pending (unanswered) interrupt control."""
+        return self.page.locator(".interrupt:not(.is-answered)")
+
+    def tool(self, name: str) -> Locator:
+        return self.page.locator(f'.tool[data-tool-name="{name}"]')
+
+    @property
+    def answers(self) -> Locator:
+        return self.page.locator(".msg-assistant")
+
+    @property
+    def errors(self) -> Locator:
+        return self.page.locator(".notice-error")
+
+    @property
+    def stop_button(self) -> Locator:
+        return self.page.get_by_role("button", name="停止")
+
+    def wait_idle(self) -> None:
+        expect(self.stop_button).to_be_hidden()
+        expect(self.page.locator("#progress")).to_be_hidden()
+
+    @property
+    def thread_id(self) -> str:
+        value = self.page.evaluate("localStorage.getItem('react-agent.current')")
+        assert isinstance(value, str) and value
+        return value
+
+    def shot(self, name: str) -> Path:
+        path = self.artifacts / f"{name}.png"
+        self.page.screenshot(path=str(path), animations="disabled")
+        return path
+
+
+@pytest.fixture
+def chat(page: Page, artifacts: Path, server: ServerProcess) -> Iterator[Chat]:
+    """The page; at the end, no uncaught script error may have happened on it."""
+    page.set_default_timeout(15_000)
+    expect.set_options(timeout=15_000)
+    crashes: list[str] = []
+    page.context.on("weberror", lambda error: crashes.append(str(error.error)))
+    yield Chat(page, artifacts)
+    assert crashes == []
+
+
+def literal(text: str) -> re.Pattern[str]:
+    """A pattern matching `text` literally (for Playwright's text assertions)."""
+    return re.compile(re.escape(text))
+
+
+@pytest.fixture(scope="package")
+def browser_context_args(base_url: str) -> dict[str, Any]:
+    """Every test's browser context: the server, a desktop window, Chinese locale.
+
+    (Replaces pytest-playwright's session fixture, which needs its session `playwright`.)
+    """
+    return {
+        "base_url": base_url,
+        "viewport": {"width": 1280, "height": 860},
+        "locale": "zh-CN",
+        "device_scale_factor": 1,
+    }
