@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
-from tools.weather import get_weather
 
 from graphs.react import build_react_graph
 from tools.ask import ASK_TOOLS
+from tools.weather import get_weather
 
 DESCRIPTION = "天气助手：按城市查询实时天气和未来三天预报（Open-Meteo）"
 
