@@ -3,23 +3,19 @@
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import httpx
 import pexpect
 import pytest
 
 from tests.doubles.env import env_for_subprocess
 from tests.doubles.llm import ScriptedLLM
 from tests.doubles.open_meteo import FakeOpenMeteo
+from tests.processes import REACT_AGENT, ServerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
-REACT_AGENT = str(Path(sys.executable).parent / "react-agent")
 STEP_S = 15  # bound of one pexpect step: start-up imports take ~2 s on a busy machine
 
 THREAD_ID = re.compile(r"--thread ([0-9a-f]{32})")
@@ -118,42 +114,11 @@ def run_cli(
     )
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
-def server(cli_env: dict[str, str], tmp_path: Path) -> Iterator[str]:
+def server(cli_env: dict[str, str]) -> Iterator[str]:
     """A real `react-agent serve` on the doubles; its base URL."""
-    port = free_port()
-    log_path = tmp_path / "serve.log"
-    with log_path.open("w") as log:
-        process = subprocess.Popen(
-            [REACT_AGENT, "serve", "--port", str(port)],
-            cwd=ROOT,
-            env=cli_env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        try:
-            while True:
-                assert process.poll() is None, log_path.read_text()[-3000:]
-                try:
-                    if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert time.monotonic() < deadline, "react-agent serve did not become healthy"
-                time.sleep(0.1)  # polling interval while the server starts, not a wait for a result
-            yield url
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    process = ServerProcess(cli_env)
+    try:
+        yield process.url
+    finally:
+        process.stop()

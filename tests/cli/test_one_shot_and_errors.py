@@ -7,8 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.cli.conftest import CHAT_PROMPT, THREAD_ID, Terminal, free_port, run_cli
+from tests.cli.conftest import CHAT_PROMPT, THREAD_ID, Terminal, run_cli
 from tests.doubles.llm import ScriptedLLM, text, tool_call
+from tests.processes import free_port
 
 Cli = Callable[..., Terminal]
 

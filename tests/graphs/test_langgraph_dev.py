@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,15 +13,12 @@ import pytest
 from tests.doubles.env import env_for_subprocess
 from tests.doubles.llm import ScriptedLLM, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
+from tests.processes import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 LANGGRAPH = ROOT / ".venv" / "bin" / "langgraph"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+# At INFO, uvicorn logs the port it really bound for `--port 0` (the banner only says 0).
+DEV_ARGS = ("dev", "--no-browser", "--no-reload", "--port", "0", "--server-log-level", "INFO")
 
 
 @pytest.fixture
@@ -42,37 +36,19 @@ def dev_server(
             shutil.copytree(source, project / name, ignore=shutil.ignore_patterns("web"))
         else:
             shutil.copy(source, project / name)
-    port = free_port()
     env = env_for_subprocess(llm, meteo, data_dir)
     env["PYTHONPATH"] = str(project) + os.pathsep + env.get("PYTHONPATH", "")
-    log = (tmp_path / "langgraph-dev.log").open("w")
-    process = subprocess.Popen(
-        [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--port", str(port)],
+    process = ServerProcess(
+        env,
+        command=[str(LANGGRAPH), *DEV_ARGS],
         cwd=project,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
+        health="/ok",
+        startup_s=60,
     )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        assert process.poll() is None, (tmp_path / "langgraph-dev.log").read_text()[-3000:]
-        try:
-            if httpx.get(f"{url}/ok", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, "langgraph dev did not become healthy in 60 s"
-        time.sleep(0.2)  # polling interval while waiting for the server, not a wait for a result
     try:
-        yield url
+        yield process.url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
+        process.stop()
 
 
 def test_langgraph_dev_serves_weather_with_interrupt_and_resume(

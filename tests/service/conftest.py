@@ -1,4 +1,4 @@
-"""`react-agent serve` as a real process on a free port, and an SSE-reading HTTP client.
+"""`react-agent serve` as a real process, and an SSE-reading HTTP client.
 
 One server per test module (`server`), started against the session's LLM and
 Open-Meteo doubles with a bearer key, a recognisable OpenAI key (so tests can prove
@@ -9,11 +9,6 @@ from __future__ import annotations
 
 import codecs
 import json
-import re
-import signal
-import subprocess
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,78 +21,12 @@ import pytest
 from tests.doubles.env import env_for_subprocess
 from tests.doubles.llm import ScriptedLLM
 from tests.doubles.open_meteo import FakeOpenMeteo
-
-ROOT = Path(__file__).resolve().parents[2]
-SERVE = [str(ROOT / ".venv" / "bin" / "react-agent"), "serve", "--port", "0"]
-LISTENING = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
+from tests.processes import ServerProcess
 
 API_KEY = "agent-key-4d1f0c7e"
 OPENAI_SECRET = "sk-test-SECRET-9f8e7d6c5b4a"
 KEEPALIVE_S = 0.2
 UI_ORIGIN = "http://ui.example"
-
-
-class ServerProcess:
-    """One `react-agent serve` child; its log lines are collected in `log`."""
-
-    def __init__(self, env: dict[str, str], *, startup_s: float = 30.0) -> None:
-        self.log: list[str] = []
-        self._port = threading.Event()
-        self.port = 0
-        self.process = subprocess.Popen(
-            SERVE, cwd=ROOT, env=env, stderr=subprocess.STDOUT, stdout=subprocess.PIPE, text=True
-        )
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        if not self._port.wait(startup_s):
-            self.kill()
-            raise RuntimeError("server did not start:\n" + self.log_text)
-        self._wait_healthy(time.monotonic() + startup_s)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def log_text(self) -> str:
-        return "".join(self.log)
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.log.append(line)
-            match = LISTENING.search(line)
-            if match and not self.port:
-                self.port = int(match.group(1))
-                self._port.set()
-
-    def _wait_healthy(self, deadline: float) -> None:
-        while True:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("server never became healthy:\n" + self.log_text)
-            time.sleep(0.02)
-
-    def kill(self) -> None:
-        """SIGKILL: no shutdown, no flush; what is on disk is all that survives."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=10)
-        self._reader.join(timeout=5)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-        self._reader.join(timeout=5)
 
 
 def server_env(

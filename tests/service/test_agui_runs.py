@@ -12,11 +12,11 @@ import pytest
 from app.runs import CALL_ABANDONED
 from tests.doubles.llm import ScriptedLLM, call, error, hang, text, tool_call, tool_calls
 from tests.doubles.open_meteo import HANG_CITY
+from tests.processes import ServerProcess
 from tests.service.conftest import (
     API_KEY,
     OPENAI_SECRET,
     Api,
-    ServerProcess,
     Stream,
     answer,
     parse_sse,

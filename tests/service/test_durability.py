@@ -6,7 +6,8 @@ from pathlib import Path
 
 from tests.doubles.llm import ScriptedLLM, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
-from tests.service.conftest import Api, ServerProcess, answer, run_body, server_env
+from tests.processes import ServerProcess
+from tests.service.conftest import Api, answer, run_body, server_env
 
 
 def test_a_killed_server_leaves_an_interrupt_a_restarted_one_resumes(

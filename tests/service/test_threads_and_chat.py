@@ -5,7 +5,8 @@ from __future__ import annotations
 import httpx
 
 from tests.doubles.llm import ScriptedLLM, call, error, text, tool_call, tool_calls
-from tests.service.conftest import Api, ServerProcess, answer, run_body
+from tests.processes import ServerProcess
+from tests.service.conftest import Api, answer, run_body
 
 
 def test_a_thread_reads_back_its_messages_and_the_pending_interrupt(

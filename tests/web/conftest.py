@@ -9,16 +9,10 @@ from __future__ import annotations
 
 import re
 import shutil
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from playwright.sync_api import (
     Browser,
@@ -34,13 +28,13 @@ from tests.doubles.env import env_for_subprocess
 from tests.doubles.llm import ScriptedLLM
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.doubles.tushare_mcp import TushareMCP
+from tests.processes import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 DIST_INDEX = ROOT / "app" / "web" / "dist" / "index.html"
 ARTIFACTS = ROOT / "tests" / "artifacts"
 CHROMIUM = "/usr/bin/chromium"
 TUSHARE_TOKEN = "web-ui-test-token"
-START_TIMEOUT_S = 30.0
 
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -102,66 +96,20 @@ def tushare_mcp() -> Iterator[TushareMCP]:
         yield server
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+class WebServer(ServerProcess):
+    """The browser tests' `react-agent serve`; `data_dir` holds its SQLite file and reports."""
+
+    def __init__(self, env: dict[str, str], data_dir: Path) -> None:
+        super().__init__(env)
+        self.data_dir = data_dir
 
 
-@dataclass
-class ServerProcess:
-    """A running `react-agent serve`; `log` holds its output."""
-
-    url: str
-    process: subprocess.Popen[bytes]
-    log: Path
-    data_dir: Path
-
-    def log_tail(self, lines: int = 40) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
-
-
-def start_server(data_dir: Path, env: dict[str, str]) -> ServerProcess:
-    """Start `react-agent serve` on a free port and wait until /healthz answers."""
+def start_server(data_dir: Path, env: dict[str, str]) -> WebServer:
+    """Start `react-agent serve` with its data under `data_dir`; returns once /healthz answers."""
     if not DIST_INDEX.is_file():
         pytest.fail("the web UI is not built: run `make install` (or `make test`)")
     data_dir.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
-    log = data_dir / "server.log"
-    executable = Path(sys.executable).with_name("react-agent")
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [str(executable), "serve", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    server = ServerProcess(f"http://127.0.0.1:{port}", process, log, data_dir)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        if process.poll() is not None:
-            pytest.fail(f"react-agent serve exited with {process.returncode}:\n{server.log_tail()}")
-        try:
-            if httpx.get(f"{server.url}/healthz", timeout=1).status_code == 200:
-                return server
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            server.stop()
-            pytest.fail(
-                f"react-agent serve not healthy in {START_TIMEOUT_S}s:\n{server.log_tail()}"
-            )
-        time.sleep(0.05)  # polling interval, not a wait for an event
+    return WebServer(env, data_dir)
 
 
 def server_env(
@@ -185,7 +133,7 @@ def server(
     _meteo_server: FakeOpenMeteo,
     tushare_mcp: TushareMCP,
     tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[ServerProcess]:
+) -> Iterator[WebServer]:
     data_dir = tmp_path_factory.mktemp("web-server")
     process = start_server(data_dir, server_env(_llm_server, _meteo_server, tushare_mcp, data_dir))
     yield process

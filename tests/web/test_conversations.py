@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 
 from tests.doubles.llm import ScriptedLLM, call, text, tool_call, tool_calls
 from tests.doubles.tushare_mcp import TushareMCP
-from tests.web.conftest import Chat, ServerProcess
+from tests.web.conftest import Chat, WebServer
 
 ASK_CITY = {"message": "请问您想查询哪个城市的天气？", "placeholder": "例如：北京 / Shanghai"}
 WEATHER_ANSWER = (
@@ -123,13 +123,13 @@ def test_tushare_select_lists_both_ping_an_stocks_and_the_keyboard_choice_contin
     assert ("daily", daily) in tushare_mcp.calls[calls_before:]
 
 
-def _report_files(server: ServerProcess, title: str) -> list[str]:
+def _report_files(server: WebServer, title: str) -> list[str]:
     reports = server.data_dir / "reports"
     return sorted(path.name for path in reports.glob(f"{title}*.md"))
 
 
 def test_approving_the_confirm_runs_save_report(
-    chat: Chat, llm: ScriptedLLM, server: ServerProcess
+    chat: Chat, llm: ScriptedLLM, server: WebServer
 ) -> None:
     title = "平安银行分析-approve"
     llm.script(
@@ -157,7 +157,7 @@ def test_approving_the_confirm_runs_save_report(
 
 
 def test_declining_the_confirm_shows_the_tool_did_not_run(
-    chat: Chat, llm: ScriptedLLM, server: ServerProcess
+    chat: Chat, llm: ScriptedLLM, server: WebServer
 ) -> None:
     title = "平安银行分析-decline"
     llm.script(

@@ -12,7 +12,8 @@ from playwright.sync_api import Page, expect
 from tests.doubles.llm import ScriptedLLM, error, hang, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.doubles.tushare_mcp import TushareMCP
-from tests.web.conftest import Chat, ServerProcess, literal, server_env, start_server
+from tests.processes import ServerProcess
+from tests.web.conftest import Chat, literal, server_env, start_server
 
 IMG = '<img src=x onerror="window.__pwned=1">'
 SCRIPT = "<script>window.__pwned=2</script>"

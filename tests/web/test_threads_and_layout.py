@@ -6,7 +6,8 @@ import httpx
 from playwright.sync_api import expect
 
 from tests.doubles.llm import ScriptedLLM, text, tool_call
-from tests.web.conftest import Chat, ServerProcess
+from tests.processes import ServerProcess
+from tests.web.conftest import Chat
 
 ASK_CITY = {"message": "请问您想查询哪个城市的天气？", "placeholder": "例如：北京"}
 

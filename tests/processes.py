@@ -1,0 +1,135 @@
+"""Servers as real child processes: started on port 0, the port read from their log.
+
+Uvicorn logs the port it really bound, so no test picks a port that another process
+may take before the server binds it.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from contextlib import suppress
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+REACT_AGENT = str(Path(sys.executable).with_name("react-agent"))
+SERVE = (REACT_AGENT, "serve", "--host", "127.0.0.1", "--port", "0")
+LISTENING = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
+
+POLL_S = 0.05
+LOG_TAIL = 3000  # characters of the child's log shown when it fails to start
+
+
+class ServerProcess:
+    """One server child (`react-agent serve` unless told otherwise); its log lines are in `log`.
+
+    Creating one returns once the server logged its port and `health` answers 200, else stops
+    the child and raises RuntimeError with the end of its log.
+    """
+
+    def __init__(
+        self,
+        env: dict[str, str],
+        *,
+        command: Sequence[str] = SERVE,
+        cwd: Path = ROOT,
+        health: str = "/healthz",
+        startup_s: float = 30.0,
+    ) -> None:
+        self.log: list[str] = []
+        self.port = 0
+        # Set once the port is known or the output has ended, whichever comes first.
+        self._announced = threading.Event()
+        self.process = subprocess.Popen(
+            list(command),
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        deadline = time.monotonic() + startup_s
+        try:
+            if not self._announced.wait(startup_s) or not self.port:
+                raise RuntimeError(self._failure("never logged its port"))
+            self._wait_healthy(health, deadline)
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log_text(self) -> str:
+        return "".join(self.log)
+
+    def _read(self) -> None:
+        # Drains the pipe for the child's whole life, so a chatty child never blocks on it.
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.log.append(line)
+            match = LISTENING.search(line)
+            if match and not self.port:
+                self.port = int(match.group(1))
+                self._announced.set()
+        self._announced.set()
+
+    def _wait_healthy(self, health: str, deadline: float) -> None:
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(self._failure("exited"))
+            try:
+                if httpx.get(f"{self.url}{health}", timeout=1.0).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(self._failure(f"never answered 200 on {health}"))
+            time.sleep(POLL_S)  # polling interval, not a wait for a result
+
+    def _failure(self, what: str) -> str:
+        if not self._reader.is_alive():  # its output has ended: it is exiting, so learn how
+            with suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=5)
+        status = self.process.poll()
+        exited = "" if status is None else f" (exit status {status})"
+        return f"{self.process.args!r} {what}{exited}:\n{self.log_text[-LOG_TAIL:]}"
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no flush; what is on disk is all that survives."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+        self._reader.join(timeout=5)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """SIGTERM (a graceful shutdown), then SIGKILL if it takes longer than `timeout`."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        self._reader.join(timeout=5)
+
+
+def free_port() -> int:
+    """A port nothing listens on at the moment of the call (for a server that is not there)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
