@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from langchain_core.tools import BaseTool
 
 from app.settings import get_settings
 from tools.errors import ToolsetUnavailable
-from tools.mcp.resolve_tool import make_resolve_stock_tool
-from tools.mcp.tushare_client import TushareMcp, TushareMcpError
+
+if TYPE_CHECKING:
+    from tools.mcp.tushare_client import TushareMcp
 
 TOKEN_HINT = (
     "还没有配置 Tushare token，暂时无法查询 A 股数据。"
@@ -39,6 +42,12 @@ _cached: tuple[_Key, asyncio.Task[TushareToolset]] | None = None
 
 
 async def _connect(url: str, token: str, extra: tuple[BaseTool, ...]) -> TushareToolset:
+    # The MCP stack is imported on first use, so start-up and `langgraph dev` skip it;
+    # in a thread, as importing reads files and a running loop must not block on I/O.
+    await asyncio.to_thread(importlib.import_module, "tools.mcp.resolve_tool")
+    from tools.mcp.resolve_tool import make_resolve_stock_tool
+    from tools.mcp.tushare_client import TushareMcp, TushareMcpError
+
     settings = get_settings()
     client = TushareMcp(
         url,
