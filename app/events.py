@@ -24,7 +24,6 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, cast
 
-import openai
 from ag_ui.core import (
     AssistantMessage,
     BaseEvent,
@@ -65,9 +64,6 @@ TOOLS_NODE: Final = "tools"
 _INTERRUPT_KEY: Final = "__interrupt__"
 
 # What a client reads when a run fails: readable, no secrets, no stack trace.
-MODEL_HTTP_ERROR = "模型服务返回错误（HTTP {status}），请稍后重试"
-MODEL_TIMEOUT = "模型服务响应超时，请稍后重试"
-MODEL_UNREACHABLE = "无法连接模型服务，请检查 OPENAI_BASE_URL 与网络"
 RECURSION_LIMIT = "运行步数超过上限，已停止"
 INTERNAL_ERROR = "运行失败：服务内部错误（详情见服务端日志）"
 
@@ -132,13 +128,6 @@ def run_error(exc: BaseException) -> RunErrorEvent:
         return RunErrorEvent(message=str(exc), code="model_not_configured")
     if isinstance(exc, ModelError):  # its message is written to be shown to users
         return RunErrorEvent(message=str(exc), code="model_error")
-    if isinstance(exc, openai.APIStatusError):
-        message = MODEL_HTTP_ERROR.format(status=exc.status_code)
-        return RunErrorEvent(message=message, code="model_error")
-    if isinstance(exc, openai.APITimeoutError):
-        return RunErrorEvent(message=MODEL_TIMEOUT, code="model_timeout")
-    if isinstance(exc, openai.APIConnectionError):
-        return RunErrorEvent(message=MODEL_UNREACHABLE, code="model_unreachable")
     if isinstance(exc, GraphRecursionError):
         return RunErrorEvent(message=RECURSION_LIMIT, code="recursion_limit")
     return RunErrorEvent(message=INTERNAL_ERROR, code="internal_error")
