@@ -59,6 +59,8 @@ from graphs.model import ModelError, ModelNotConfigured
 logger = logging.getLogger(__name__)
 
 STREAM_MODES: Final[list[StreamMode]] = ["messages", "updates", "custom"]
+# Without "messages" the model is not asked to stream: each turn arrives whole.
+WHOLE_MODES: Final[list[StreamMode]] = ["updates", "custom"]
 AGENT_NODE: Final = "agent"
 TOOLS_NODE: Final = "tools"
 _INTERRUPT_KEY: Final = "__interrupt__"
@@ -77,12 +79,16 @@ async def stream_run(
     run_id: str,
     input_or_command: dict[str, Any] | Command | None,
     config: RunnableConfig,
+    stream_tokens: bool = True,
 ) -> AsyncGenerator[BaseEvent, None]:
     """Run `graph` on one thread and yield the run's AG-UI events.
 
-    A failure becomes a final RUN_ERROR event (and is logged with its traceback);
-    cancellation (the client went away) propagates after closing the graph stream,
-    so the thread keeps its last checkpoint. Logs one summary line per run.
+    With `stream_tokens=False` (a client that only wants the outcome) the model answers
+    in one piece: the same events come, each text and tool call as a single delta, and
+    the per-token cost of streaming is not paid. A failure becomes a final RUN_ERROR
+    event (and is logged with its traceback); cancellation (the client went away)
+    propagates after closing the graph stream, so the thread keeps its last
+    checkpoint. Logs one summary line per run.
     """
     started = time.perf_counter()
     tracker = _Tracker()
@@ -91,7 +97,11 @@ async def stream_run(
     try:
         stream = cast(
             AsyncGenerator[tuple[str, Any], None],
-            graph.astream(input_or_command, config, stream_mode=STREAM_MODES),
+            graph.astream(
+                input_or_command,
+                config,
+                stream_mode=STREAM_MODES if stream_tokens else WHOLE_MODES,
+            ),
         )
         async with aclosing(stream):
             async for mode, data in stream:

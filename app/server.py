@@ -236,6 +236,7 @@ def _api_router(service: _Service) -> APIRouter:
                 run_id=uuid.uuid4().hex,
                 input_or_command=prepared.input,
                 config=prepared.config,
+                stream_tokens=False,  # the answer is sent whole: token streaming is waste
             )
             async with aclosing(run):
                 async for event in run:
