@@ -15,7 +15,7 @@ from __future__ import annotations
 import hmac
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from contextlib import aclosing, asynccontextmanager
+from contextlib import aclosing, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -40,6 +40,7 @@ from app.runs import Lease, RunRefused, ThreadLocks, check_thread_id, prepare_ru
 from app.settings import Settings, get_settings
 from app.threads import ThreadView, delete_thread, read_thread
 from app.webui import mount_web_ui
+from graphs.model import ModelNotConfigured, shared_model
 
 UNKNOWN_GRAPH = "unknown graph {graph_id!r}; available: {available}"
 UNKNOWN_THREAD = "thread {thread_id} not found"
@@ -132,6 +133,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             service.saver = saver
             service.graphs = compile_graphs(modules, saver)
             service.listing = describe(modules)
+            # HTTP clients and TLS set-up are start-up work; a missing key is not fatal
+            # here: the first run reports it.
+            with suppress(ModelNotConfigured):
+                shared_model(service.settings)
             yield
 
     app = FastAPI(

@@ -69,6 +69,21 @@ def make_model(settings: Settings) -> ChatOpenAI:
     )
 
 
+_shared: tuple[Settings, ChatOpenAI] | None = None
+
+
+def shared_model(settings: Settings) -> ChatOpenAI:
+    """The process's model for `settings`, made once and reused by every graph.
+
+    Making one builds HTTP clients and TLS contexts, which is start-up work: the
+    service calls this before it reports healthy, so no run pays for it.
+    """
+    global _shared
+    if _shared is None or _shared[0] is not settings:
+        _shared = (settings, make_model(settings))
+    return _shared[1]
+
+
 def _misplaced_call(block: Any) -> ToolCall | None:
     """A content block that is really a tool call (has a name and arguments)."""
     if not isinstance(block, dict) or not block.get("name"):

@@ -16,7 +16,7 @@ from langgraph.managed import RemainingSteps
 from langgraph.types import Send
 
 from app.settings import Settings, get_settings
-from graphs.model import make_model, model_call_failed, repair_misplaced_tool_calls
+from graphs.model import model_call_failed, repair_misplaced_tool_calls, shared_model
 from graphs.tools_node import ToolTask, current_run, plan_tool_tasks, run_tool_task
 from prompts import load_prompts, render_prompt
 from tools.errors import ToolsetUnavailable
@@ -103,6 +103,6 @@ class _ModelCache:
     ) -> Runnable[LanguageModelInput, BaseMessage]:
         key = self._key
         if self._model is None or key is None or key[0] is not settings or key[1] is not toolset:
-            self._model = make_model(settings).bind_tools(list(toolset))
+            self._model = shared_model(settings).bind_tools(list(toolset))
             self._key = (settings, toolset)
         return self._model

@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, Too
 from langchain_core.tools import tool
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Command
+from langgraph.types import Command, Durability
 
 from app.checkpoint import open_checkpointer
 from graphs import weather
@@ -302,8 +302,9 @@ async def test_a_sensitive_tool_asks_for_confirmation_first(
         assert llm.requests[-1]["messages"][-1]["content"] == outcome.content
 
 
+@pytest.mark.parametrize("durability", ["async", "exit"])
 async def test_a_finished_sibling_is_not_run_again_when_another_call_interrupts(
-    saver: AsyncSqliteSaver, llm: ScriptedLLM, effects: SideEffects
+    saver: AsyncSqliteSaver, llm: ScriptedLLM, effects: SideEffects, durability: Durability
 ) -> None:
     _, log_visit = effect_tools(effects)
     graph = loop_graph(saver, log_visit)
@@ -315,12 +316,14 @@ async def test_a_finished_sibling_is_not_run_again_when_another_call_interrupts(
             ]
         )
     )
-    await ask(graph, "记一下再问我")
+    start = {"messages": [HumanMessage("记一下再问我")]}
+    await graph.ainvoke(start, config(), durability=durability)
     [question] = await pending(graph)
     assert effects.calls == ["visit home"]
 
     llm.script(text("好的。"))
-    result = await graph.ainvoke(Command(resume={question.id: {"value": "北京"}}), config())
+    answer = Command(resume={question.id: {"value": "北京"}})
+    result = await graph.ainvoke(answer, config(), durability=durability)
     assert effects.calls == ["visit home"], "the finished sibling ran exactly once"
     assert {m.tool_call_id for m in tool_messages(result)} == {"v", "q"}
 

@@ -93,7 +93,7 @@ async def test_a_misplaced_tool_call_still_runs_the_tool(monkeypatch: pytest.Mon
         return '{"ts_code": "000001.SZ", "name": "平安银行"}'
 
     model = RecordedReplies(replies=[MISPLACED, AIMessage(content="平安银行，代码 000001.SZ。")])
-    monkeypatch.setattr("graphs.react.make_model", lambda settings: model)
+    monkeypatch.setattr("graphs.react.shared_model", lambda settings: model)
     graph = build_react_graph(name="t", prompts=("ask",), tools=[resolve_stock]).compile()
     result = await graph.ainvoke({"messages": [HumanMessage("分析平安")]})
     assert ran == ["平安"]
