@@ -10,6 +10,8 @@ from types import ModuleType
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
+from app.settings import get_settings
+
 logger = logging.getLogger(__name__)
 
 GRAPH_MODULES: dict[str, str] = {
@@ -36,10 +38,17 @@ def _load(module_name: str) -> ModuleType | None:
         return None
 
 
+def _graph_modules() -> dict[str, str]:
+    # AGENT_EXTRA_GRAPHS adds graphs (the benchmark's) after the product agents, never over one.
+    pairs = (item.partition("=") for item in get_settings().agent_extra_graphs.split(","))
+    extra = {key.strip(): value.strip() for key, _, value in pairs if key.strip() and value}
+    return GRAPH_MODULES | {key: value for key, value in extra.items() if key not in GRAPH_MODULES}
+
+
 def available_graphs() -> dict[str, ModuleType]:
     """Graph id -> its module, for every agent whose module is present."""
     found: dict[str, ModuleType] = {}
-    for graph_id, module_name in GRAPH_MODULES.items():
+    for graph_id, module_name in _graph_modules().items():
         module = _load(module_name)
         if module is not None:
             found[graph_id] = module

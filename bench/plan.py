@@ -1,0 +1,150 @@
+"""How much to measure: the full plan, the quick one, and overrides from the command line."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from bench.procs import ROOT
+
+RESULTS_MD = ROOT / "bench" / "RESULTS.md"
+RAW_DIR = ROOT / "bench" / "raw"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every count and switch of one benchmark run."""
+
+    mode: str = "full"
+    latencies_ms: tuple[float, ...] = (0.0, 50.0)
+    token_delay_ms: float = 5.0  # between streamed chunks, whenever latency > 0
+    tokens: int = 20
+    warmup_runs: int = 3
+    seq_runs: int = 100
+    peer_seq_runs: int = 30
+    clients: tuple[int, ...] = (1, 10, 50)
+    batch_runs: tuple[int, ...] = (15, 60, 100)  # runs per throughput batch, per client count
+    peer_batch_runs: tuple[int, ...] = (6, 30, 60)
+    throughput_rounds: int = 3  # interleaved rounds; the median rate counts
+    cold_starts: int = 3
+    rss_marks: tuple[int, int] = (100, 1000)
+    rss_clients: int = 50
+    peer_rss: bool = True
+    soak_sessions: int = 500
+    soak_latency_ms: float = 50.0
+    peer: bool = True
+    run_timeout_s: float = 120.0
+    max_minutes: float = 30.0
+    raw_dir: Path = RAW_DIR
+    results_md: Path | None = RESULTS_MD
+
+    def token_delay_for(self, latency_ms: float) -> float:
+        """The delay between streamed tokens at a given model latency (0 at 0 ms)."""
+        return self.token_delay_ms if latency_ms > 0 else 0.0
+
+    def batch_for(self, clients: int, family: str) -> int:
+        """Runs in one throughput batch (at least one per client)."""
+        sizes = self.peer_batch_runs if family == "peer" else self.batch_runs
+        index = self.clients.index(clients)
+        size = sizes[index] if index < len(sizes) else sizes[-1]
+        return max(size, clients)
+
+
+QUICK = Plan(
+    mode="quick",
+    warmup_runs=2,
+    seq_runs=30,
+    peer_seq_runs=8,
+    batch_runs=(8, 30, 60),
+    peer_batch_runs=(3, 12, 50),
+    throughput_rounds=1,
+    cold_starts=1,
+    peer_rss=False,
+    results_md=None,
+)
+
+
+def _numbers(text: str) -> tuple[float, ...]:
+    return tuple(float(part) for part in text.split(",") if part.strip())
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(",") if part.strip())
+
+
+def parser() -> argparse.ArgumentParser:
+    """The `python -m bench` options (each overrides the chosen preset)."""
+    p = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="Side-by-side benchmark: in-process floor, react-agent serve, langgraph dev.",
+    )
+    p.add_argument("--quick", action="store_true", help="fewer runs (about 4 minutes on 2 cores)")
+    p.add_argument("--latencies", type=_numbers, help="model latencies in ms, e.g. 0,50")
+    p.add_argument("--token-delay", type=float, help="ms between streamed tokens (latency > 0)")
+    p.add_argument("--seq-runs", type=int, help="sequential runs per target and latency")
+    p.add_argument("--peer-seq-runs", type=int, help="sequential runs per langgraph dev target")
+    p.add_argument("--warmup", type=int, help="unrecorded runs per target before each latency")
+    p.add_argument("--clients", type=_ints, help="concurrent clients, e.g. 1,10,50")
+    p.add_argument("--batch-runs", type=_ints, help="runs per throughput batch, per client count")
+    p.add_argument("--peer-batch-runs", type=_ints, help="the same for langgraph dev")
+    p.add_argument("--rounds", type=int, help="throughput rounds (median rate counts)")
+    p.add_argument("--cold-starts", type=int, help="fresh starts per server (0: skip)")
+    p.add_argument("--rss-marks", type=_ints, help="run counts to read RSS at, e.g. 100,1000")
+    p.add_argument("--rss-clients", type=int, help="clients in the RSS growth phase")
+    p.add_argument("--soak-sessions", type=int, help="concurrent SSE sessions (0: no soak)")
+    p.add_argument("--no-peer", action="store_true", help="skip langgraph dev")
+    p.add_argument("--max-minutes", type=float, help="stop everything after this long")
+    p.add_argument("--raw-dir", type=Path, help="where the raw JSON goes (default bench/raw)")
+    p.add_argument(
+        "--from-raw",
+        type=Path,
+        help="render the report of an earlier run's raw JSON instead of running",
+    )
+    p.add_argument(
+        "--results",
+        type=Path,
+        help="Markdown report to write (default: bench/RESULTS.md for a full run, none else)",
+    )
+    return p
+
+
+def plan_from_args(argv: Sequence[str] | None) -> Plan:
+    """The plan the command line asks for."""
+    args = parser().parse_args(argv)
+    plan = QUICK if args.quick else Plan()
+    overrides: dict[str, object] = {}
+    simple = {
+        "latencies": "latencies_ms",
+        "token_delay": "token_delay_ms",
+        "seq_runs": "seq_runs",
+        "peer_seq_runs": "peer_seq_runs",
+        "warmup": "warmup_runs",
+        "clients": "clients",
+        "batch_runs": "batch_runs",
+        "peer_batch_runs": "peer_batch_runs",
+        "rounds": "throughput_rounds",
+        "cold_starts": "cold_starts",
+        "soak_sessions": "soak_sessions",
+        "rss_clients": "rss_clients",
+        "max_minutes": "max_minutes",
+        "raw_dir": "raw_dir",
+        "results": "results_md",
+    }
+    for arg, name in simple.items():
+        value = getattr(args, arg)
+        if value is not None:
+            overrides[name] = value
+    if args.rss_marks is not None:
+        if len(args.rss_marks) != 2:
+            raise SystemExit("--rss-marks takes two counts, e.g. 100,1000")
+        overrides["rss_marks"] = (args.rss_marks[0], args.rss_marks[1])
+    if args.no_peer:
+        overrides["peer"] = False
+    measured = set(overrides) - {"raw_dir", "results_md", "max_minutes"}
+    if measured and plan.mode == "full":
+        overrides["mode"] = "custom"
+        if args.results is None:
+            overrides["results_md"] = None  # RESULTS.md holds full runs only
+    return replace(plan, **overrides)  # type: ignore[arg-type]

@@ -1,0 +1,358 @@
+"""The raw results as Markdown: the issue's targets (met / not met), then every figure."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+FLOOR = "floor/ainvoke"
+FLOOR_STREAM = "floor/astream"
+OURS = "ours/agui"
+OURS_CHAT = "ours/chat"
+PEER_STREAM = "peer/stream"
+PEER_WAIT = "peer/wait"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One target of issue 7 against what was measured."""
+
+    target: str
+    measured: str
+    ratio: str
+    limit: str
+    met: bool | None  # None: not measured in this run
+
+    @property
+    def word(self) -> str:
+        return "not measured" if self.met is None else ("met" if self.met else "**not met**")
+
+
+def _get(data: dict[str, Any], *path: str) -> Any:
+    node: Any = data
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def _seq(results: dict[str, Any], latency: str, target: str, field: str) -> float | None:
+    value = _get(results, "latencies", latency, "sequential", target, field)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _rate(results: dict[str, Any], latency: str, target: str, clients: str) -> float | None:
+    value = _get(results, "latencies", latency, "throughput", target, clients, "runs_per_s")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _ratio_check(
+    name: str,
+    ours: float | None,
+    base: float | None,
+    limit: float,
+    *,
+    at_most: bool,
+    unit: str,
+    labels: tuple[str, str],
+) -> Verdict:
+    bound = f"{'<=' if at_most else '>='} {limit:g}x"
+    if ours is None or base is None or base == 0:
+        return Verdict(name, "-", "-", bound, None)
+    ratio = ours / base
+    met = ratio <= limit if at_most else ratio >= limit
+    measured = f"{labels[0]} {ours:.1f} {unit} / {labels[1]} {base:.1f} {unit}"
+    return Verdict(name, measured, f"{ratio:.2f}x", bound, met)
+
+
+def verdicts(results: dict[str, Any]) -> list[Verdict]:
+    """Every target of issue 7, measured against this run's figures."""
+    out: list[Verdict] = []
+    for latency, limit in (("0", 1.5), ("50", 1.05)):
+        for ours in (OURS, OURS_CHAT):
+            out.append(
+                _ratio_check(
+                    f"latency p50 at {latency} ms: {ours} vs floor",
+                    _seq(results, latency, ours, "p50_ms"),
+                    _seq(results, latency, FLOOR, "p50_ms"),
+                    limit,
+                    at_most=True,
+                    unit="ms",
+                    labels=(ours, "floor"),
+                )
+            )
+    for ours in (OURS, OURS_CHAT):
+        out.append(
+            _ratio_check(
+                f"server CPU per run (0 ms): {ours} vs floor",
+                _seq(results, "0", ours, "server_cpu_ms_per_run"),
+                _seq(results, "0", FLOOR, "server_cpu_ms_per_run"),
+                1.5,
+                at_most=True,
+                unit="ms",
+                labels=(ours, "floor"),
+            )
+        )
+    for ours, peer in ((OURS, PEER_STREAM), (OURS_CHAT, PEER_WAIT)):
+        out.append(
+            _ratio_check(
+                f"throughput, 10 clients at 50 ms: {ours} vs floor",
+                _rate(results, "50", ours, "10"),
+                _rate(results, "50", FLOOR, "10"),
+                0.85,
+                at_most=False,
+                unit="runs/s",
+                labels=(ours, "floor"),
+            )
+        )
+        out.append(
+            _ratio_check(
+                f"throughput, 10 clients at 50 ms: {ours} vs {peer}",
+                _rate(results, "50", ours, "10"),
+                _rate(results, "50", peer, "10"),
+                3.0,
+                at_most=False,
+                unit="runs/s",
+                labels=(ours, peer),
+            )
+        )
+    for latency in ("0", "50"):
+        out.append(_first_token(results, latency))
+    out.extend(_cold(results))
+    out.append(_rss(results))
+    out.append(_soak(results))
+    return out
+
+
+def _first_token(results: dict[str, Any], latency: str) -> Verdict:
+    name = f"first text token p50 at {latency} ms: {OURS} vs floor (astream)"
+    ours = _seq(results, latency, OURS, "ttft_p50_ms")
+    floor = _seq(results, latency, FLOOR_STREAM, "ttft_p50_ms")
+    if ours is None or floor is None:
+        return Verdict(name, "-", "-", "<= floor + 5 ms", None)
+    measured = f"{ours:.1f} ms / floor {floor:.1f} ms"
+    return Verdict(name, measured, f"+{ours - floor:.1f} ms", "<= +5 ms", ours - floor <= 5.0)
+
+
+def _median(records: list[dict[str, Any]], field: str) -> float | None:
+    values = [float(r[field]) for r in records if isinstance(r.get(field), int | float)]
+    return statistics.median(values) if values else None
+
+
+def _cold(results: dict[str, Any]) -> list[Verdict]:
+    records = _get(results, "cold_start", "ours") or []
+    healthy = _median(records, "healthy_s")
+    first = _median(records, "first_run_ms")
+    warm = _seq(results, "0", OURS, "p50_ms")
+    out = [
+        Verdict(
+            "cold start to a healthy /healthz (ours, median)",
+            "-" if healthy is None else f"{healthy:.2f} s",
+            "-",
+            "<= 1.0 s",
+            None if healthy is None else healthy <= 1.0,
+        )
+    ]
+    if first is None or warm is None or warm == 0:
+        out.append(Verdict("first run after start vs a warm run (ours)", "-", "-", "<= 2x", None))
+    else:
+        out.append(
+            Verdict(
+                "first run after start vs a warm run (ours, 0 ms)",
+                f"{first:.1f} ms / warm p50 {warm:.1f} ms",
+                f"{first / warm:.2f}x",
+                "<= 2x",
+                first / warm <= 2.0,
+            )
+        )
+    return out
+
+
+def _rss(results: dict[str, Any]) -> Verdict:
+    readings = _get(results, "rss", "ours") or {}
+    marks = sorted(readings, key=int)
+    name = "RSS growth from 100 to 1,000 runs (ours)"
+    if len(marks) < 2:
+        return Verdict(name, "-", "-", "<= 5 MiB", None)
+    low, high = readings[marks[0]], readings[marks[-1]]
+    growth = high["rss_mib"] - low["rss_mib"]
+    measured = (
+        f"{low['rss_mib']:.1f} MiB at {low['runs']} runs -> "
+        f"{high['rss_mib']:.1f} MiB at {high['runs']} runs"
+    )
+    return Verdict(name, measured, f"{growth:+.1f} MiB", "<= 5 MiB", growth <= 5.0)
+
+
+def _soak(results: dict[str, Any]) -> Verdict:
+    soak = results.get("soak")
+    name = "concurrent SSE sessions at 50 ms (ours): errors, complete and well-formed"
+    if not soak:
+        return Verdict(name, "-", "-", "0 errors", None)
+    measured = (
+        f"{soak['complete_and_well_formed']}/{soak['sessions']} complete, "
+        f"p99 {_fmt(soak['p99_ms'], 0)} ms"
+    )
+    met = soak["errors"] == 0 and soak["complete_and_well_formed"] == soak["sessions"]
+    return Verdict(name, measured, f"{soak['errors']} errors", "0 errors", met)
+
+
+def render(results: dict[str, Any]) -> str:
+    """The whole report as Markdown."""
+    meta = results["meta"]
+    m = meta["machine"]
+    lines = [
+        "# Benchmark results",
+        "",
+        f"- date: {meta['date']}; mode: {meta['plan']['mode']}; "
+        f"duration: {meta.get('duration_s', '-')} s",
+        f"- machine: {m['cpu']}, {m['cores']} cores, Linux {m['kernel']}, Python {m['python']}; "
+        f"load average at start {m['loadavg']}, at end {meta.get('loadavg_end', '-')}",
+        "- the load generator (this process: httpx client, and the in-process floor) and the "
+        "fake model share the same cores as the servers; only ratios within one run count",
+    ]
+    if meta.get("aborted"):
+        lines.append(f"- **incomplete**: {meta['aborted']}")
+    lines += ["", "## Targets (issue 7)", "", "| target | measured | ratio | limit | verdict |"]
+    lines.append("|---|---|---:|---:|---|")
+    for v in verdicts(results):
+        lines.append(f"| {v.target} | {v.measured} | {v.ratio} | {v.limit} | {v.word} |")
+    lines += ["", *_like_for_like(results)]
+    clients = [str(c) for c in meta["plan"]["clients"]]
+    for latency, phase in results.get("latencies", {}).items():
+        lines += ["", *_latency_table(latency, phase, clients)]
+    lines += ["", *_cold_table(results), "", *_rss_table(results), "", *_soak_table(results)]
+    return "\n".join(lines) + "\n"
+
+
+def _like_for_like(results: dict[str, Any]) -> list[str]:
+    """ours/agui against the streaming floor: what the service adds to a streamed run."""
+    lines = [
+        "## Like for like (not an issue target): ours/agui vs floor/astream",
+        "",
+        "`floor/ainvoke` gets whole model replies (nothing listens for tokens); AG-UI must "
+        "stream them, and the streaming floor pays that cost in-process too.",
+        "",
+        "| figure | ours/agui | floor/astream | ratio |",
+        "|---|---:|---:|---:|",
+    ]
+    rows: list[tuple[str, float | None, float | None]] = []
+    for latency in ("0", "50"):
+        rows.append(
+            (
+                f"p50 ms at {latency} ms",
+                _seq(results, latency, OURS, "p50_ms"),
+                _seq(results, latency, FLOOR_STREAM, "p50_ms"),
+            )
+        )
+        rows.append(
+            (
+                f"server CPU ms/run at {latency} ms",
+                _seq(results, latency, OURS, "server_cpu_ms_per_run"),
+                _seq(results, latency, FLOOR_STREAM, "server_cpu_ms_per_run"),
+            )
+        )
+    rows.append(
+        (
+            "runs/s, 10 clients at 50 ms",
+            _rate(results, "50", OURS, "10"),
+            _rate(results, "50", FLOOR_STREAM, "10"),
+        )
+    )
+    for name, ours, floor in rows:
+        ratio = f"{ours / floor:.2f}x" if ours is not None and floor else "-"
+        lines.append(f"| {name} | {_fmt(ours)} | {_fmt(floor)} | {ratio} |")
+    return lines
+
+
+def _latency_table(latency: str, phase: dict[str, Any], clients: list[str]) -> list[str]:
+    timing = phase.get("timing", {})
+    rate_heads = "".join(f" runs/s @{c} |" for c in clients)
+    lines = [
+        f"## Model latency {latency} ms (+{timing.get('token_delay_ms', 0):g} ms per token, "
+        f"{timing.get('tokens', '-')} tokens)",
+        "",
+        "| target | p50 ms | p99 ms | first token p50 ms | server CPU ms/run "
+        f"| client CPU ms/run |{rate_heads} errors |",
+        "|---|" + "---:|" * (6 + len(clients)),
+    ]
+    sequential = phase.get("sequential", {})
+    rates = phase.get("throughput", {})
+    for name, row in sequential.items():
+        rate_cells = "".join(f" {_fmt(_get(rates, name, c, 'runs_per_s'))} |" for c in clients)
+        errors = row["errors"] + sum(int(b["errors"]) for b in rates.get(name, {}).values())
+        lines.append(
+            f"| {name} | {_fmt(row['p50_ms'])} | {_fmt(row['p99_ms'])} "
+            f"| {_fmt(row['ttft_p50_ms'])} | {_fmt(row['server_cpu_ms_per_run'])} "
+            f"| {_fmt(row['client_cpu_ms_per_run'])} |{rate_cells} {errors} |"
+        )
+    return lines
+
+
+def _cold_table(results: dict[str, Any]) -> list[str]:
+    lines = [
+        "## Cold start (fresh process and SQLite file, 0 ms model latency)",
+        "",
+        "| server | starts | to healthy, median s | first run, median ms | spawn to end of "
+        "first run, median s |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, records in (results.get("cold_start") or {}).items():
+        lines.append(
+            f"| {name} | {len(records)} | {_fmt(_median(records, 'healthy_s'), 2)} "
+            f"| {_fmt(_median(records, 'first_run_ms'))} "
+            f"| {_fmt(_median(records, 'spawn_to_first_run_s'), 2)} |"
+        )
+    return lines
+
+
+def _rss_table(results: dict[str, Any]) -> list[str]:
+    clients = results["meta"]["plan"].get("rss_clients", "-")
+    lines = [
+        f"## Memory (RSS of the server's process tree; a fresh server, 0 ms, {clients} clients, "
+        "read between batches)",
+        "",
+        "| server | first mark | second mark | growth MiB | main server at the end |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    main = results.get("rss_main") or {}
+    for name in sorted({*(results.get("rss") or {}), *main}):
+        readings = (results.get("rss") or {}).get(name, {})
+        marks = sorted(readings, key=int)
+        cells = [
+            f"{readings[k]['rss_mib']:.1f} MiB @ {readings[k]['runs']} runs" for k in marks[:2]
+        ]
+        cells += ["-"] * (2 - len(cells))
+        growth = (
+            f"{readings[marks[-1]]['rss_mib'] - readings[marks[0]]['rss_mib']:+.1f}"
+            if len(marks) >= 2
+            else "-"
+        )
+        end = main.get(name)
+        end_cell = f"{end['rss_mib']:.1f} MiB @ {end['runs']} runs" if end else "-"
+        lines.append(f"| {name} | {cells[0]} | {cells[1]} | {growth} | {end_cell} |")
+    return lines
+
+
+def _soak_table(results: dict[str, Any]) -> list[str]:
+    soak = results.get("soak")
+    if not soak:
+        return ["## Soak", "", "not run"]
+    return [
+        f"## Soak: {soak['sessions']} concurrent AG-UI SSE sessions, ours, "
+        f"{soak['latency_ms']:g} ms model latency",
+        "",
+        "| complete and well-formed | errors | malformed | p50 ms | p99 ms | max ms | wall s "
+        "| server CPU ms/run | RSS after MiB |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"| {soak['complete_and_well_formed']} | {soak['errors']} | {soak['malformed']} "
+        f"| {_fmt(soak['p50_ms'])} | {_fmt(soak['p99_ms'])} | {_fmt(soak['max_ms'])} "
+        f"| {soak['wall_s']} | {_fmt(soak['server_cpu_ms_per_run'])} "
+        f"| {_fmt(soak['rss_after_mib'])} |",
+        *([f"\nerrors seen: {soak['error_examples']}"] if soak["error_examples"] else []),
+    ]

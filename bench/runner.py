@@ -1,0 +1,459 @@
+"""One benchmark run, start to finish: processes up, phases in order, everything down.
+
+Order: cold starts (fresh servers, 0 ms) -> per model latency: warm-up, interleaved
+sequential runs, interleaved throughput batches -> the soak (ours, 50 ms) -> RSS growth
+(a fresh server per family, 0 ms, 50 clients, RSS read between batches at 100 and
+1,000 runs). Every loop is bounded and the whole run is capped by `Plan.max_minutes`;
+what was measured until then is kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import resource
+import shutil
+import socket
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from app.checkpoint import open_checkpointer
+from app.settings import get_settings
+from bench.fake_model import answer_text
+from bench.graph import make_graph
+from bench.measure import Batch, combine, sequential, soak, throughput
+from bench.plan import Plan
+from bench.procs import ROOT, VENV_BIN, Server, spawn, start_fake_model
+from bench.targets import (
+    GRAPH_ID,
+    FloorInvoke,
+    FloorStream,
+    HttpTarget,
+    ModelOnly,
+    OursAgui,
+    OursChat,
+    PeerStream,
+    PeerWait,
+    Target,
+)
+
+BENCH_GRAPH_SPEC = f"{GRAPH_ID}=bench.graph"
+# The project's own variables: none of a developer's values may reach the servers.
+SCRUBBED_PREFIXES = ("OPENAI_", "AGENT_", "TUSHARE_", "OPEN_METEO_", "LANGSMITH_", "LANGCHAIN_")
+SCRUBBED = {"HOST", "PORT"}
+VERSIONS = (
+    "langgraph",
+    "langgraph-api",
+    "langgraph-cli",
+    "langgraph-runtime-inmem",
+    "langchain-core",
+    "langchain-openai",
+    "openai",
+    "fastapi",
+    "uvicorn",
+    "sse-starlette",
+    "httpx",
+    "uvloop",
+)
+
+
+def log(message: str) -> None:
+    """Progress on stderr (the table goes to stdout)."""
+    sys.stderr.write(f"[bench {time.strftime('%H:%M:%S')}] {message}\n")
+    sys.stderr.flush()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def machine() -> dict[str, Any]:
+    """CPU model, cores, kernel, Python and the load when asked."""
+    cpu = platform.processor() or "unknown"
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as info:
+        for line in info:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "loadavg": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def versions() -> dict[str, str]:
+    found: dict[str, str] = {}
+    for name in VERSIONS:
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            found[name] = metadata.version(name)
+    return found
+
+
+def raise_fd_limit() -> None:
+    """Up to the hard limit: 500 concurrent sessions need sockets (children inherit it)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def scrubbed_env(model_url: str) -> dict[str, str]:
+    """This process's environment without project variables, pointed at the fake model."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in SCRUBBED and not key.startswith(SCRUBBED_PREFIXES)
+    }
+    env.update(
+        OPENAI_BASE_URL=f"{model_url}/v1",
+        OPENAI_API_KEY="bench-key",
+        OPENAI_MODEL="bench-model",
+        OPENAI_MAX_RETRIES="0",  # a failed call is an error to count, not to hide
+        OPENAI_TIMEOUT="120",
+        NO_PROXY="127.0.0.1,localhost",
+        no_proxy="127.0.0.1,localhost",
+        LANGGRAPH_CLI_NO_ANALYTICS="1",
+        LANGGRAPH_NO_VERSION_CHECK="1",
+        LANGSMITH_TRACING="false",
+        PYTHONUNBUFFERED="1",
+        PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
+    )
+    return env
+
+
+def _point_this_process_at(env: dict[str, str]) -> None:
+    """The in-process floor reads settings from this process's environment: clean it too."""
+    for key in [k for k in os.environ if k in SCRUBBED or k.startswith(SCRUBBED_PREFIXES)]:
+        del os.environ[key]
+    os.environ.update({k: v for k, v in env.items() if k.startswith("OPENAI_")})
+    get_settings.cache_clear()
+
+
+@dataclass
+class Stack:
+    """What every phase shares: the temp dir, the env, the HTTP client, the fake model."""
+
+    plan: Plan
+    tmp: Path
+    env: dict[str, str]
+    client: httpx.AsyncClient
+    model: Server
+    answer: str
+    logs: Path
+    servers: list[Server] = field(default_factory=list)
+    serial: int = 0
+
+    async def set_latency(self, latency_ms: float, token_delay_ms: float) -> None:
+        timing = {
+            "latency_ms": latency_ms,
+            "token_delay_ms": token_delay_ms,
+            "tokens": self.plan.tokens,
+        }
+        response = await self.client.post(f"{self.model.url}/control", json=timing)
+        response.raise_for_status()
+
+    def _dir(self, family: str) -> Path:
+        self.serial += 1
+        path = self.tmp / f"{family}-{self.serial}"
+        path.mkdir()
+        return path
+
+    def start_ours(self) -> Server:
+        """`react-agent serve` with the bench graph registered, on a fresh SQLite file."""
+        path = self._dir("ours")
+        port = free_port()
+        env = {**self.env, "AGENT_DB": str(path / "agent.sqlite")}
+        env["AGENT_EXTRA_GRAPHS"] = BENCH_GRAPH_SPEC
+        argv = [str(VENV_BIN / "react-agent"), "serve", "--port", str(port)]
+        return self._spawn("ours", argv, env, path, port, "/healthz")
+
+    def start_peer(self) -> Server:
+        """`langgraph dev` serving `bench.graph:graph` from a langgraph.json in a temp dir."""
+        path = self._dir("peer")
+        config = {"dependencies": ["."], "graphs": {GRAPH_ID: "bench.graph:graph"}}
+        (path / "langgraph.json").write_text(json.dumps(config))
+        port = free_port()
+        argv = [
+            str(VENV_BIN / "langgraph"),
+            "dev",
+            "--no-browser",
+            "--no-reload",
+            "--n-jobs-per-worker",
+            "10",
+            "--port",
+            str(port),
+        ]
+        return self._spawn("peer", argv, self.env, path, port, "/ok")
+
+    def _spawn(
+        self, name: str, argv: list[str], env: dict[str, str], cwd: Path, port: int, health: str
+    ) -> Server:
+        log_path = cwd / "server.log"
+        started = time.perf_counter()
+        process = spawn(argv, env=env, cwd=cwd, log_path=log_path)
+        server = Server(
+            name=name,
+            url=f"http://127.0.0.1:{port}",
+            health_path=health,
+            process=process,
+            log_path=log_path,
+            started_at=started,
+        )
+        self.servers.append(server)
+        return server
+
+    async def stop(self, server: Server) -> None:
+        """Stop `server` and keep its log (under the raw dir) for a look afterwards."""
+        await server.stop()
+        with contextlib.suppress(ValueError):
+            self.servers.remove(server)
+        self.logs.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):
+            shutil.copy(server.log_path, self.logs / f"{server.log_path.parent.name}.log")
+
+
+@asynccontextmanager
+async def stack(plan: Plan) -> AsyncIterator[Stack]:
+    """The fake model and the shared client; every started process stopped at the end."""
+    raise_fd_limit()
+    with tempfile.TemporaryDirectory(prefix="react-agent-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        # Idle connections are dropped before the servers' 5 s keep-alive ends, so a request
+        # never races a server closing the connection it reuses.
+        limits = httpx.Limits(
+            max_connections=None, max_keepalive_connections=1000, keepalive_expiry=2.0
+        )
+        timeout = httpx.Timeout(plan.run_timeout_s, connect=10.0)
+        async with httpx.AsyncClient(limits=limits, timeout=timeout, trust_env=False) as client:
+            model = await start_fake_model(dict(os.environ), tmp / "fake-model.log")
+            env = scrubbed_env(model.url)
+            _point_this_process_at(env)
+            logs = plan.raw_dir / f"logs-{datetime.now():%Y%m%d-%H%M%S}"
+            shared = Stack(plan, tmp, env, client, model, answer_text(plan.tokens), logs)
+            home = Path.cwd()
+            os.chdir(tmp)  # a developer's .env in the checkout must not reach the floor
+            try:
+                await model.wait_healthy(client, timeout_s=20)
+                yield shared
+            finally:
+                os.chdir(home)
+                for server in list(shared.servers):
+                    await shared.stop(server)
+                await model.stop()
+
+
+async def cold_starts(shared: Stack, results: dict[str, Any]) -> None:
+    """Fresh servers, started one after the other (ours, peer, ours, ...), at 0 ms."""
+    plan = shared.plan
+    await shared.set_latency(0, 0)
+    starters: list[tuple[str, Callable[[], Server], type[HttpTarget]]] = [
+        ("ours", shared.start_ours, OursAgui)
+    ]
+    if plan.peer:
+        starters.append(("peer", shared.start_peer, PeerStream))
+    records: dict[str, list[dict[str, Any]]] = {family: [] for family, _, _ in starters}
+    results["cold_start"] = records
+    for index in range(plan.cold_starts):
+        for family, start, kind in starters:
+            server = start()
+            try:
+                healthy = await server.wait_healthy(shared.client)
+                target = kind(shared.answer, shared.client, server)
+                sample = await target.run()
+            finally:
+                await shared.stop(server)
+            records[family].append(
+                {
+                    "healthy_s": round(healthy, 3),
+                    "first_run_ms": round(sample.latency_s * 1000, 2),
+                    "spawn_to_first_run_s": round(healthy + sample.latency_s, 3),
+                    "first_run_ok": sample.ok,
+                    "error": sample.error,
+                }
+            )
+            log(
+                f"cold start {index + 1}/{plan.cold_starts} {family}: healthy {healthy:.2f} s, "
+                f"first run {sample.latency_s * 1000:.0f} ms"
+            )
+
+
+async def run_plan(plan: Plan) -> dict[str, Any]:
+    """Run every phase of `plan`; the raw results (partial if the time cap hit)."""
+    began = time.perf_counter()
+    results: dict[str, Any] = {
+        "meta": {
+            "date": datetime.now(UTC).isoformat(timespec="seconds"),
+            "machine": machine(),
+            "versions": versions(),
+            "plan": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(plan).items()},
+        },
+        "latencies": {},
+    }
+    try:
+        async with asyncio.timeout(plan.max_minutes * 60):
+            await _phases(plan, results)
+    except TimeoutError:
+        results["meta"]["aborted"] = f"stopped after the {plan.max_minutes} minute cap"
+        log(results["meta"]["aborted"])
+    except Exception as exc:  # the run's top-level handler: keep what was measured
+        results["meta"]["aborted"] = f"failed: {type(exc).__name__}: {exc}"[:2000]
+        log(results["meta"]["aborted"])
+        traceback.print_exc()
+    results["meta"]["duration_s"] = round(time.perf_counter() - began, 1)
+    results["meta"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    return results
+
+
+async def _phases(plan: Plan, results: dict[str, Any]) -> None:
+    async with stack(plan) as shared:
+        log(f"fake model on {shared.model.url}; work dir {shared.tmp}")
+        if plan.cold_starts:
+            await cold_starts(shared, results)
+        async with open_checkpointer(shared.tmp / "floor.sqlite") as saver:
+            graph = make_graph(saver)
+            ours = shared.start_ours()
+            peer = shared.start_peer() if plan.peer else None
+            await ours.wait_healthy(shared.client)
+            if peer is not None:
+                await peer.wait_healthy(shared.client)
+            answer, client = shared.answer, shared.client
+            targets: list[Target] = [
+                FloorInvoke(answer, graph),
+                FloorStream(answer, graph),
+                ModelOnly(answer, client, shared.model.url),
+                OursAgui(answer, client, ours),
+                OursChat(answer, client, ours),
+            ]
+            servers = {"ours": ours}
+            if peer is not None:
+                targets += [PeerWait(answer, client, peer), PeerStream(answer, client, peer)]
+                servers["peer"] = peer
+            for latency in plan.latencies_ms:
+                await _latency_phase(shared, targets, latency, results)
+            if plan.soak_sessions:
+                await _soak(shared, ours, results)
+            results["rss_main"] = {
+                name: {"runs": server.runs, "rss_mib": round(server.rss() / 2**20, 1)}
+                for name, server in servers.items()
+            }
+            for server in servers.values():
+                await shared.stop(server)
+        results["rss"] = {}
+        await _rss_growth(shared, "ours", shared.start_ours, OursAgui, results)
+        if plan.peer and plan.peer_rss:
+            await _rss_growth(shared, "peer", shared.start_peer, PeerStream, results)
+
+
+async def _latency_phase(
+    shared: Stack,
+    targets: list[Target],
+    latency: float,
+    results: dict[str, Any],
+) -> None:
+    plan = shared.plan
+    delay = plan.token_delay_for(latency)
+    await shared.set_latency(latency, delay)
+    phase: dict[str, Any] = {
+        "timing": {"latency_ms": latency, "token_delay_ms": delay, "tokens": plan.tokens}
+    }
+    results["latencies"][f"{latency:g}"] = phase
+    log(f"latency {latency:g} ms (+{delay:g} ms per token): warm-up")
+    await sequential(targets, lambda target: plan.warmup_runs)
+    log(f"latency {latency:g} ms: sequential")
+
+    def runs_for(target: Target) -> int:
+        return plan.peer_seq_runs if target.family == "peer" else plan.seq_runs
+
+    tallies = await sequential(targets, runs_for)
+    phase["sequential"] = {name: tally.summary() for name, tally in tallies.items()}
+    for name, summary in phase["sequential"].items():
+        log(
+            f"  {name:18} p50 {summary['p50_ms']} ms p99 {summary['p99_ms']} ms "
+            f"ttft {summary['ttft_p50_ms']} cpu {summary['server_cpu_ms_per_run']} ms/run "
+            f"errors {summary['errors']}"
+        )
+    done: dict[tuple[str, int], list[Batch]] = {}
+    for round_index in range(plan.throughput_rounds):
+        for clients in plan.clients:
+            for target in targets:
+                runs = plan.batch_for(clients, target.family)
+                batch = await throughput(target, clients, runs)
+                done.setdefault((target.name, clients), []).append(batch)
+                rate = batch.summary()["runs_per_s"]
+                log(
+                    f"  round {round_index + 1} {target.name:18} {clients:3} clients: "
+                    f"{rate} runs/s ({runs} runs, {batch.errors} errors)"
+                )
+    phase["throughput"] = {
+        target.name: {str(c): combine(done[(target.name, c)]) for c in plan.clients}
+        for target in targets
+    }
+
+
+async def _rss_growth(
+    shared: Stack,
+    family: str,
+    start: Callable[[], Server],
+    kind: type[HttpTarget],
+    results: dict[str, Any],
+) -> None:
+    """A fresh server, 0 ms, `rss_clients` clients: RSS read between batches at each mark."""
+    plan = shared.plan
+    await shared.set_latency(0, 0)
+    server = start()
+    readings: dict[str, dict[str, float]] = {}
+    results["rss"][family] = readings
+    try:
+        await server.wait_healthy(shared.client)
+        target = kind(shared.answer, shared.client, server)
+        errors = 0
+        for mark in plan.rss_marks:
+            while server.runs < mark:
+                batch = await throughput(target, plan.rss_clients, min(100, mark - server.runs))
+                errors += batch.errors
+            mib = server.rss() / 2**20
+            readings[str(mark)] = {"runs": server.runs, "rss_mib": round(mib, 1)}
+            log(f"rss {family}: {mib:.1f} MiB after {server.runs} runs ({errors} errors)")
+    finally:
+        await shared.stop(server)
+
+
+async def _soak(shared: Stack, ours: Server, results: dict[str, Any]) -> None:
+    plan = shared.plan
+    await shared.set_latency(plan.soak_latency_ms, plan.token_delay_for(plan.soak_latency_ms))
+    log(f"soak: {plan.soak_sessions} concurrent SSE sessions at {plan.soak_latency_ms:g} ms")
+    cpu0 = ours.cpu_s()
+    outcome = await soak(
+        shared.client,
+        f"{ours.url}/api/agents/{GRAPH_ID}",
+        shared.answer,
+        plan.soak_sessions,
+        plan.run_timeout_s,
+    )
+    ours.runs += plan.soak_sessions
+    outcome["server_cpu_ms_per_run"] = round((ours.cpu_s() - cpu0) * 1000 / plan.soak_sessions, 2)
+    outcome["rss_after_mib"] = round(ours.rss() / 2**20, 1)
+    outcome["latency_ms"] = plan.soak_latency_ms
+    results["soak"] = outcome
+    log(
+        f"  soak: {outcome['errors']} errors, p50 {outcome['p50_ms']} ms, "
+        f"p99 {outcome['p99_ms']} ms, {outcome['wall_s']} s"
+    )

@@ -1,0 +1,67 @@
+"""The benchmark harness end to end, with minimal counts (no langgraph dev, no soak)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from bench.report import render
+
+ROOT = Path(__file__).resolve().parents[2]
+TARGETS = ("floor/ainvoke", "floor/astream", "floor/model-only", "ours/agui", "ours/chat")
+VERDICTS = {"met", "**not met**", "not measured"}
+
+
+def test_a_minimal_run_prints_the_targets_table_and_keeps_well_formed_raw_json(
+    tmp_path: Path,
+) -> None:
+    raw_dir = tmp_path / "raw"
+    report = tmp_path / "RESULTS.md"
+    argv = [
+        sys.executable,
+        "-m",
+        "bench",
+        "--latencies=0",
+        "--warmup=1",
+        "--seq-runs=3",
+        "--clients=1,2",
+        "--batch-runs=2,2",
+        "--rounds=1",
+        "--cold-starts=1",
+        "--rss-marks=2,8",
+        "--soak-sessions=0",
+        "--no-peer",
+        "--max-minutes=1",
+        f"--raw-dir={raw_dir}",
+        f"--results={report}",
+    ]
+    done = subprocess.run(
+        argv, cwd=ROOT, env=dict(os.environ), capture_output=True, text=True, timeout=90
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    [raw_file] = raw_dir.glob("*.json")
+    results = json.loads(raw_file.read_text())
+    sequential = results["latencies"]["0"]["sequential"]
+    assert set(sequential) == set(TARGETS)
+    for name, row in sequential.items():
+        assert (row["runs"], row["errors"]) == (3, 0), (name, row["error_examples"])
+        assert row["p50_ms"] > 0 and row["p99_ms"] >= row["p50_ms"]
+        assert (row["ttft_p50_ms"] is not None) == (name not in {"floor/ainvoke", "ours/chat"})
+    throughput = results["latencies"]["0"]["throughput"]
+    assert all(throughput[name]["2"]["runs_per_s"] > 0 for name in TARGETS)
+    assert results["cold_start"]["ours"][0]["first_run_ok"] is True
+    assert set(results["rss"]["ours"]) == {"2", "8"}
+
+    assert report.read_text() == done.stdout == render(results)
+    lines = done.stdout.splitlines()
+    table = lines[lines.index("## Targets (issue 7)") + 4 :]
+    rows = table[: table.index("")]
+    assert len(rows) == 16
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        assert len(cells) == 5 and cells[4] in VERDICTS, row
+    assert "| ours/agui |" in done.stdout
