@@ -164,3 +164,29 @@ class ServerThread:
 async def _until_disconnect(request: Request) -> None:
     while (await request.receive())["type"] != "http.disconnect":
         pass
+
+
+class ServedDouble:
+    """A test double served by a ServerThread: start/stop and use as a context manager."""
+
+    _server: ServerThread
+
+    def start(self) -> Self:
+        """Start serving (idempotent)."""
+        self._server.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving; hanging replies end."""
+        self._server.stop()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -17,15 +17,14 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.doubles._server import ServerThread
+from tests.doubles._server import ServedDouble, ServerThread
 
 OUT_OF_SCRIPT = "ScriptedLLM: script ran out at request #{n} (add a turn with llm.script(...))"
 HANG_RELEASED = "ScriptedLLM: the hanging reply was released before it finished"
@@ -173,7 +172,7 @@ class _State:
     headers: list[dict[str, str]] = field(default_factory=list)
 
 
-class ScriptedLLM:
+class ScriptedLLM(ServedDouble):
     """The OpenAI-compatible double; `url` ends in `/v1` (OPENAI_BASE_URL)."""
 
     def __init__(self) -> None:
@@ -187,28 +186,6 @@ class ScriptedLLM:
             ]
         )
         self._server = ServerThread(app)
-
-    # --- lifecycle -------------------------------------------------------------------
-
-    def start(self) -> Self:
-        """Start serving (idempotent)."""
-        self._server.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving; hanging replies end."""
-        self._server.stop()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     @property
     def url(self) -> str:

@@ -13,15 +13,14 @@ from __future__ import annotations
 import datetime as dt
 import threading
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.doubles._server import ServerThread
+from tests.doubles._server import ServedDouble, ServerThread
 
 ERROR_CITY = "错误城市"
 HANG_CITY = "超时城市"
@@ -255,7 +254,7 @@ class _Fault:
     garbled: bool = False
 
 
-class FakeOpenMeteo:
+class FakeOpenMeteo(ServedDouble):
     """Both Open-Meteo APIs on one local server; see the module docstring for the data."""
 
     def __init__(self) -> None:
@@ -270,26 +269,6 @@ class FakeOpenMeteo:
             ]
         )
         self._server = ServerThread(app)
-
-    def start(self) -> Self:
-        """Start serving (idempotent)."""
-        self._server.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving; hanging replies end."""
-        self._server.stop()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     @property
     def url(self) -> str:
