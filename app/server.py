@@ -29,15 +29,13 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
-from sse_starlette import EventSourceResponse
-from starlette.background import BackgroundTask
-from starlette.types import Message as AsgiMessage
 
 from app.checkpoint import open_checkpointer
 from app.events import RunCollector, stream_run
 from app.registry import GraphInfo, available_graphs, compile_graphs, describe
 from app.runs import Lease, RunRefused, ThreadLocks, check_thread_id, prepare_run
 from app.settings import Settings, get_settings
+from app.sse import EventStreamResponse
 from app.threads import ThreadView, delete_thread, read_thread
 from app.webui import mount_web_ui
 from graphs.model import ModelNotConfigured, shared_model
@@ -177,7 +175,8 @@ def _api_router(service: _Service) -> APIRouter:
 
     @api.post(
         "/agents/{graph_id}",
-        response_class=EventSourceResponse,
+        response_class=EventStreamResponse,
+        status_code=200,
         responses={200: {"content": {"text/event-stream": {}}, "description": "AG-UI events"}},
     )
     async def run_agent(graph_id: str, request: Request) -> Response:
@@ -204,13 +203,12 @@ def _api_router(service: _Service) -> APIRouter:
             input_or_command=prepared.input,
             config=prepared.config,
         )
-        return EventSourceResponse(
+        return EventStreamResponse(
             _encoded(events, encode, lease),
-            ping=settings.agent_sse_keepalive_s,
-            sep="\n",
-            client_close_handler_callable=_on_disconnect(lease),
+            ping_s=settings.agent_sse_keepalive_s,
+            on_disconnect=lease.abandon,
             # Releases the thread even if the stream never started (client gone at once).
-            background=BackgroundTask(lease.release),
+            on_close=lease.release,
         )
 
     @api.post("/chat", response_model=ChatReply)
@@ -287,13 +285,6 @@ async def _encoded(
                 yield encode(event).encode()
     finally:
         lease.release()
-
-
-def _on_disconnect(lease: Lease) -> Callable[[AsgiMessage], Awaitable[None]]:
-    async def abandon(message: AsgiMessage) -> None:
-        lease.abandon()
-
-    return abandon
 
 
 def _bearer(expected: str) -> Callable[[Request], Awaitable[None]]:
