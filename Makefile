@@ -13,6 +13,8 @@ export LANGGRAPH_NO_VERSION_CHECK := 1
 .PHONY: install run test lint bench browser web clean
 
 install: $(STAMP) web
+	@# Start-up reads bytecode even where PYTHONDONTWRITEBYTECODE stops Python writing it.
+	@$(BIN)/python -m compileall -q app graphs tools prompts
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
