@@ -17,7 +17,6 @@ import json
 import socket
 import threading
 import time
-from types import TracebackType
 from typing import Any, Literal, Self
 
 from mcp.server.fastmcp import FastMCP
@@ -25,7 +24,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tests.doubles import tushare_data
-from tests.doubles._server import ServerThread
+from tests.doubles._server import ServedDouble, ServerThread
 
 Shape = Literal["rows", "fields_items", "error"]
 
@@ -100,7 +99,7 @@ class _PinnedServerThread(ServerThread):
         return self
 
 
-class TushareMCP:
+class TushareMCP(ServedDouble):
     """The double. `url` is what TUSHARE_MCP_URL should be set to."""
 
     def __init__(
@@ -118,37 +117,26 @@ class TushareMCP:
         self._lock = threading.Lock()
         self._calls: list[tuple[str, dict[str, Any]]] = []
         self._headers: list[dict[str, str]] = []
-        self._server: ServerThread | None = None
+        self._live: ServerThread | None = None
         self._port = 0
 
     # --- lifecycle -------------------------------------------------------------------
 
     def start(self) -> Self:
         """Serve (again, on the same port after a stop)."""
-        if self._server is not None:
+        if self._live is not None:
             return self
         app = _RequireBearer(self._mcp_app(), self)
         server = _PinnedServerThread(app, self._port) if self._port else ServerThread(app)
         server.start()
-        self._server, self._port = server, server.port
+        self._live, self._port = server, server.port
         return self
 
     def stop(self) -> None:
         """Stop serving: connections are refused until `start()`."""
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
 
     @property
     def url(self) -> str:
