@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,34 +11,20 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, Durability
 
-from app.checkpoint import open_checkpointer
 from graphs import weather
 from graphs.model import ModelCallFailed, ModelNotConfigured
 from graphs.react import build_react_graph
 from tests.doubles.llm import ScriptedLLM, call, error, text, tool_call, tool_calls
 from tests.doubles.open_meteo import HANG_CITY, FakeOpenMeteo
+from tests.graphs.support import config, say
 from tools.ask import ASK_TOOLS
 from tools.risk import with_risk
 from tools.weather import get_weather
 
 
 @pytest.fixture
-async def saver(data_dir: Path) -> AsyncIterator[AsyncSqliteSaver]:
-    async with open_checkpointer(data_dir / "agent.sqlite") as checkpointer:
-        yield checkpointer
-
-
-@pytest.fixture
 def graph(saver: AsyncSqliteSaver) -> CompiledStateGraph:
     return weather.make_graph(saver)
-
-
-def config(thread: str = "t1") -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread}}
-
-
-async def ask(graph: CompiledStateGraph, text_: str, thread: str = "t1") -> dict[str, Any]:
-    return await graph.ainvoke({"messages": [HumanMessage(text_)]}, config(thread))
 
 
 async def pending(graph: CompiledStateGraph, thread: str = "t1") -> list[Any]:
@@ -92,7 +76,7 @@ async def test_missing_city_asks_the_user_then_fetches_that_city(
     graph: CompiledStateGraph, llm: ScriptedLLM, meteo: FakeOpenMeteo
 ) -> None:
     llm.script(tool_call("ask_input", {"message": "请问要查询哪个城市？", "placeholder": "北京"}))
-    await ask(graph, "查天气")
+    await say(graph, "查天气")
     [question] = await pending(graph)
     assert question.value == {
         "type": "input",
@@ -112,7 +96,7 @@ async def test_a_wrong_select_answer_is_refused_and_the_question_stays(
     graph: CompiledStateGraph, llm: ScriptedLLM
 ) -> None:
     llm.script(tool_call("ask_choice", {"message": "选哪个？", "options": ["北京", "上海"]}))
-    await ask(graph, "帮我选")
+    await say(graph, "帮我选")
     [question] = await pending(graph)
 
     await graph.ainvoke(Command(resume={question.id: {"value": "广州"}}), config())
@@ -131,7 +115,7 @@ async def test_cancelling_a_question_tells_the_model(
     graph: CompiledStateGraph, llm: ScriptedLLM
 ) -> None:
     llm.script(tool_call("ask_confirm", {"message": "继续吗？"}))
-    await ask(graph, "做点什么")
+    await say(graph, "做点什么")
     [question] = await pending(graph)
     llm.script(text("已取消。"))
     result = await graph.ainvoke(Command(resume={question.id: {"cancelled": True}}), config())
@@ -150,7 +134,7 @@ async def test_step_cap_ends_a_runaway_loop_with_a_readable_answer(
 ) -> None:
     monkeypatch.setenv("AGENT_MAX_STEPS", "3")
     llm.script(*(tool_call("get_weather", {"location": city}) for city in ("北京", "上海", "广州")))
-    result = await ask(loop_graph(saver), "一直查")
+    result = await say(loop_graph(saver), "一直查")
     final = result["messages"][-1]
     assert isinstance(final, AIMessage) and not final.tool_calls
     assert "最多 3 步" in final.text and "停止" in final.text
@@ -168,7 +152,7 @@ async def test_per_tool_cap_refuses_further_calls_of_that_tool(
         tool_call("get_weather", {"location": "广州"}),
         text("只查了两个城市。"),
     )
-    result = await ask(loop_graph(saver), "查三个城市")
+    result = await say(loop_graph(saver), "查三个城市")
     contents = [m.content for m in tool_messages(result)]
     assert "北京" in contents[0] and "上海" in contents[1]
     assert "达到上限 2 次" in contents[2]
@@ -183,7 +167,7 @@ async def test_a_repeated_identical_call_is_refused(
         tool_call("get_weather", {"location": "北京"}),
         text("北京晴。"),
     )
-    result = await ask(loop_graph(saver), "北京天气")
+    result = await say(loop_graph(saver), "北京天气")
     second = tool_messages(result)[1]
     assert second.content.startswith("重复调用已拦截") and second.status == "error"
     assert len(meteo.forecast_requests) == 1
@@ -195,7 +179,7 @@ async def test_a_slow_tool_times_out_into_a_readable_message(
 ) -> None:
     monkeypatch.setenv("AGENT_TOOL_TIMEOUT", "0.3")
     llm.script(tool_call("get_weather", {"location": HANG_CITY}), text("查询超时了。"))
-    result = await ask(loop_graph(saver), "慢")
+    result = await say(loop_graph(saver), "慢")
     [timed_out] = tool_messages(result)
     assert timed_out.content == "错误：get_weather 执行超时（超过 0.3 秒），已放弃本次调用。"
     assert result["messages"][-1].content == "查询超时了。"
@@ -214,7 +198,7 @@ async def test_parallel_calls_each_get_their_own_tool_message(
         ),
         text("三地天气如上。"),
     )
-    result = await ask(graph, "北京上海东京天气")
+    result = await say(graph, "北京上海东京天气")
     by_id = {m.tool_call_id: m.content for m in tool_messages(result)}
     assert set(by_id) == {"call_a", "call_b", "call_c"}
     assert "北京" in by_id["call_a"] and "上海" in by_id["call_b"] and "Tokyo" in by_id["call_c"]
@@ -238,7 +222,7 @@ async def test_tool_exceptions_unknown_tools_and_bad_arguments_become_readable_m
         ),
         text("都失败了。"),
     )
-    result = await ask(loop_graph(saver, explode), "试试")
+    result = await say(loop_graph(saver, explode), "试试")
     by_id = {m.tool_call_id: m for m in tool_messages(result)}
     assert by_id["c1"].content == "错误：explode 执行失败：RuntimeError: boom: disk full。"
     assert by_id["c2"].content.startswith("错误：没有名为 no_such_tool 的工具")
@@ -280,7 +264,7 @@ async def test_a_sensitive_tool_asks_for_confirmation_first(
     delete_record, _ = effect_tools(effects)
     graph = loop_graph(saver, delete_record)
     llm.script(tool_call("delete_record", {"record_id": "42"}))
-    await ask(graph, "删掉 42")
+    await say(graph, "删掉 42")
     [gate] = await pending(graph)
     assert gate.value == {
         "type": "confirm",
@@ -339,7 +323,7 @@ async def test_two_parallel_questions_are_answered_together_by_id(
             ]
         )
     )
-    await ask(graph, "两地天气对比")
+    await say(graph, "两地天气对比")
     questions = await pending(graph)
     assert sorted(q.value["message"] for q in questions) == ["出发城市？", "到达城市？"]
     answers = {
@@ -356,7 +340,7 @@ async def test_model_errors_are_retried(
 ) -> None:
     monkeypatch.setenv("OPENAI_MAX_RETRIES", "2")
     llm.script(error(500), error(500), text("好了。"))
-    result = await ask(graph, "你好")
+    result = await say(graph, "你好")
     assert result["messages"][-1].content == "好了。"
     assert len(llm.requests) == 3
 
@@ -367,10 +351,10 @@ async def test_a_model_that_keeps_failing_fails_the_run_and_the_thread_stays_usa
     monkeypatch.setenv("OPENAI_MAX_RETRIES", "1")
     llm.script(error(500), error(500))
     with pytest.raises(ModelCallFailed, match=r"HTTP 500.*已重试 1 次"):
-        await ask(graph, "你好")
+        await say(graph, "你好")
 
     llm.script(text("我在。"))
-    result = await ask(graph, "还在吗")
+    result = await say(graph, "还在吗")
     assert result["messages"][-1].content == "我在。"
     assert [m.content for m in result["messages"] if isinstance(m, HumanMessage)] == [
         "你好",
@@ -383,4 +367,4 @@ async def test_a_missing_api_key_fails_the_first_model_call_naming_the_variable(
 ) -> None:
     monkeypatch.delenv("OPENAI_API_KEY")
     with pytest.raises(ModelNotConfigured, match="OPENAI_API_KEY"):
-        await ask(graph, "你好")
+        await say(graph, "你好")

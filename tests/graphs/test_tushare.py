@@ -7,24 +7,23 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, ToolMessage
-from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, Interrupt, StreamMode
 
-from app.checkpoint import open_checkpointer
 from app.settings import get_settings
 from graphs import tushare
 from tests.doubles.env import PROJECT_VARS
 from tests.doubles.llm import ScriptedLLM, call, text, tool_call, tool_calls
 from tests.doubles.tushare_mcp import TushareMCP
+from tests.graphs.support import config, say
 from tools.interrupts import CANCELLED_TEXT
 from tools.mcp.toolset import TOKEN_HINT, forget_tushare_toolset
 
@@ -58,22 +57,8 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[TushareMCP]:
 
 
 @pytest.fixture
-async def saver(data_dir: Path) -> AsyncIterator[AsyncSqliteSaver]:
-    async with open_checkpointer(data_dir / "agent.sqlite") as checkpointer:
-        yield checkpointer
-
-
-@pytest.fixture
 def graph(saver: AsyncSqliteSaver) -> CompiledStateGraph:
     return tushare.make_graph(saver)
-
-
-def config(thread: str = "t1") -> RunnableConfig:
-    return {"configurable": {"thread_id": thread}}
-
-
-async def say(graph: CompiledStateGraph, message: str, thread: str = "t1") -> dict[str, Any]:
-    return await graph.ainvoke({"messages": [HumanMessage(message)]}, config(thread))
 
 
 async def saved_interrupts(saver: AsyncSqliteSaver, thread: str = "t1") -> list[Interrupt]:
