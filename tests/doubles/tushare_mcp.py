@@ -219,37 +219,28 @@ class TushareMCP(ServedDouble):
             exchange: str = "",
         ) -> str:
             """股票列表：上市股票的代码、名称、地区、行业、市场、上市日期。name 模糊匹配。"""
-            params = {"ts_code": ts_code, "name": name, "list_status": list_status}
-            self._record_call("stock_basic", {k: v for k, v in params.items() if v})
-            return self.api("stock_basic", params)
+            return self._answer(
+                "stock_basic", {"ts_code": ts_code, "name": name, "list_status": list_status}
+            )
 
         @mcp.tool(structured_output=False)
         def daily(
             ts_code: str = "", trade_date: str = "", start_date: str = "", end_date: str = ""
         ) -> str:
             """A股日线行情（未复权）。日期格式 YYYYMMDD。"""
-            params = {
-                "ts_code": ts_code,
-                "trade_date": trade_date,
-                "start_date": start_date,
-                "end_date": end_date,
-            }
-            self._record_call("daily", {k: v for k, v in params.items() if v})
-            return self.api("daily", params)
+            return self._answer("daily", _bar_params(ts_code, trade_date, start_date, end_date))
 
         @mcp.tool(structured_output=False)
         def monthly(
             ts_code: str = "", trade_date: str = "", start_date: str = "", end_date: str = ""
         ) -> str:
             """A股月线行情。日期格式 YYYYMMDD。"""
-            params = {
-                "ts_code": ts_code,
-                "trade_date": trade_date,
-                "start_date": start_date,
-                "end_date": end_date,
-            }
-            self._record_call("monthly", {k: v for k, v in params.items() if v})
-            return self.api("monthly", params)
+            return self._answer("monthly", _bar_params(ts_code, trade_date, start_date, end_date))
+
+    def _answer(self, api_name: str, params: dict[str, str]) -> str:
+        """Record the call (given arguments only) and answer it from the data set."""
+        self._record_call(api_name, {k: v for k, v in params.items() if v})
+        return self.api(api_name, params)
 
     def _add_generic_tool(self, mcp: FastMCP) -> None:
         @mcp.tool(structured_output=False)
@@ -261,3 +252,12 @@ class TushareMCP(ServedDouble):
                 return json.dumps({"code": 40001, "msg": "params 不是 JSON"}, ensure_ascii=False)
             self._record_call("tushare_query", {"api_name": api_name, "params": decoded})
             return self.api(api_name, decoded if isinstance(decoded, dict) else {})
+
+
+def _bar_params(ts_code: str, trade_date: str, start_date: str, end_date: str) -> dict[str, str]:
+    return {
+        "ts_code": ts_code,
+        "trade_date": trade_date,
+        "start_date": start_date,
+        "end_date": end_date,
+    }
