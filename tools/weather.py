@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -103,20 +104,20 @@ async def lookup_weather(location: str, settings: Settings | None = None) -> str
     try:
         if not name:
             raise WeatherLookupFailed(EMPTY_LOCATION)
-        async with httpx.AsyncClient(timeout=settings.open_meteo_timeout_s) as client:
-            place = await _geocode(client, settings.open_meteo_geocoding_url, name)
-            forecast = await _get_json(
-                client,
-                settings.open_meteo_forecast_url,
-                {
-                    "latitude": place["latitude"],
-                    "longitude": place["longitude"],
-                    "current": ",".join(CURRENT_VARS),
-                    "daily": ",".join(DAILY_VARS),
-                    "timezone": "auto",
-                    "forecast_days": FORECAST_DAYS,
-                },
-            )
+        client = _client(settings.open_meteo_timeout_s)
+        place = await _geocode(client, settings.open_meteo_geocoding_url, name)
+        forecast = await _get_json(
+            client,
+            settings.open_meteo_forecast_url,
+            {
+                "latitude": place["latitude"],
+                "longitude": place["longitude"],
+                "current": ",".join(CURRENT_VARS),
+                "daily": ",".join(DAILY_VARS),
+                "timezone": "auto",
+                "forecast_days": FORECAST_DAYS,
+            },
+        )
         return render_report(place, forecast)
     except httpx.TimeoutException:
         reason = TIMEOUT.format(seconds=settings.open_meteo_timeout_s)
@@ -183,6 +184,20 @@ _DEFAULT_UNITS = {
     "relative_humidity_2m": "%",
     "wind_speed_10m": "km/h",
 }
+
+
+_shared: tuple[asyncio.AbstractEventLoop, float, httpx.AsyncClient] | None = None
+
+
+def _client(timeout_s: float) -> httpx.AsyncClient:
+    """The running event loop's Open-Meteo client."""
+    # A client per call would rebuild its TLS context and reconnect every time; its
+    # connections belong to one loop, so another loop (a test, the CLI) gets its own.
+    global _shared
+    loop = asyncio.get_running_loop()
+    if _shared is None or _shared[0] is not loop or _shared[1] != timeout_s:
+        _shared = (loop, timeout_s, httpx.AsyncClient(timeout=timeout_s))
+    return _shared[2]
 
 
 async def _geocode(client: httpx.AsyncClient, url: str, name: str) -> Mapping[str, Any]:
