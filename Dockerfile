@@ -7,9 +7,9 @@
 # ---- web UI: built here, only the static assets go into the runtime image --------------
 FROM node:22-slim AS web
 WORKDIR /web
-COPY app/web/package.json app/web/package-lock.json ./
+COPY web/package.json web/package-lock.json ./
 RUN npm ci --no-audit --no-fund
-COPY app/web/ ./
+COPY web/ ./
 RUN npm run build
 
 FROM python:3.11-slim AS runtime
@@ -32,8 +32,8 @@ WORKDIR /srv/react-agent
 # Dependencies first (a layer that survives source edits): install the project's
 # requirements against an empty skeleton of its packages, pinned by constraints.txt.
 COPY pyproject.toml constraints.txt README.md ./
-RUN mkdir -p app graphs tools/mcp prompts \
-    && touch app/__init__.py graphs/__init__.py tools/__init__.py tools/mcp/__init__.py prompts/__init__.py \
+RUN mkdir -p app/core app/http app/cli graphs tools/mcp prompts \
+    && for pkg in app app/core app/http app/cli graphs tools tools/mcp prompts; do touch "$pkg/__init__.py"; done \
     && pip install -c constraints.txt . \
     && pip uninstall -y react-agent \
     && rm -rf app graphs tools prompts build ./*.egg-info
@@ -42,7 +42,7 @@ COPY app ./app
 COPY graphs ./graphs
 COPY tools ./tools
 COPY prompts ./prompts
-COPY --from=web /web/dist ./app/web/dist
+COPY --from=web /app/http/static ./app/http/static
 RUN pip install --no-deps -c constraints.txt . && rm -rf build ./*.egg-info
 
 USER agent

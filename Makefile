@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-WEB    := app/web
+WEB    := web
+WEB_OUT := app/http/static
 WEB_SRC := $(shell find $(WEB)/src $(WEB)/index.html $(WEB)/package.json $(WEB)/package-lock.json $(WEB)/vite.config.ts $(WEB)/tsconfig.json -type f 2>/dev/null)
 
 # Offline-safe `langgraph dev`: no analytics, no version check.
@@ -22,9 +23,9 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $@
 
 # The web UI is built at install time, never committed.
-web: $(if $(wildcard $(WEB)/package.json),$(WEB)/dist/index.html)
+web: $(if $(wildcard $(WEB)/package.json),$(WEB_OUT)/index.html)
 
-$(WEB)/dist/index.html: $(WEB_SRC)
+$(WEB_OUT)/index.html: $(WEB_SRC)
 	cd $(WEB) && npm ci --no-audit --no-fund --loglevel=error && npm run build
 
 # Debian's Chromium drives the browser tests (Playwright never downloads a browser here);
@@ -49,4 +50,4 @@ bench: install
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(WEB)/dist $(WEB)/node_modules .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(WEB_OUT) $(WEB)/node_modules .pytest_cache .mypy_cache .ruff_cache

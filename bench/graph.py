@@ -11,6 +11,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
 from graphs.react import build_react_graph
+from graphs.settings import GraphSettings
 
 DESCRIPTION = "benchmark agent: one constant-time tool (bench/, never a product agent)"
 TOOL_RESULT = "lookup result: 42"
@@ -22,11 +23,12 @@ async def lookup(query: str) -> str:
     return TOOL_RESULT
 
 
-builder = build_react_graph(name="bench", prompts=("ask",), tools=[lookup])
-
-
-def make_graph(checkpointer: Checkpointer = None) -> CompiledStateGraph:
-    """The bench graph, compiled with `checkpointer` (none for `langgraph dev`)."""
+def make_graph(
+    checkpointer: Checkpointer = None, settings: GraphSettings | None = None
+) -> CompiledStateGraph:
+    """The bench graph on `checkpointer` (none for `langgraph dev`)."""
+    settings = settings or GraphSettings()
+    builder = build_react_graph(name="bench", prompts=("ask",), tools=[lookup], settings=settings)
     return builder.compile(checkpointer=checkpointer, name="bench")
 
 

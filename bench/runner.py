@@ -31,7 +31,7 @@ from typing import Any
 
 import httpx
 
-from app.checkpoint import open_checkpointer
+from app.core.storage import open_checkpointer
 from app.settings import get_settings
 from bench.fake_model import answer_text
 from bench.graph import make_graph

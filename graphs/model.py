@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.messages.tool import ToolCall
 from langchain_openai import ChatOpenAI
 
-from app.settings import Settings
+from graphs.settings import GraphSettings
 
 MISSING_VARIABLE = "{var} is not set: export {var} (see the README's configuration table)"
 MODEL_CALL_FAILED = "模型服务调用失败：{detail}"
@@ -49,7 +49,7 @@ def model_call_failed(exc: openai.APIError, *, retries: int) -> ModelCallFailed:
     return ModelCallFailed(MODEL_CALL_FAILED.format(detail=detail))
 
 
-def make_model(settings: Settings) -> ChatOpenAI:
+def make_model(settings: GraphSettings) -> ChatOpenAI:
     """An OpenAI-compatible chat model: temperature 0, bounded retries with backoff.
 
     The OpenAI client retries 429, 5xx, connection errors and timeouts itself,
@@ -69,10 +69,10 @@ def make_model(settings: Settings) -> ChatOpenAI:
     )
 
 
-_shared: tuple[Settings, ChatOpenAI] | None = None
+_shared: tuple[GraphSettings, ChatOpenAI] | None = None
 
 
-def shared_model(settings: Settings) -> ChatOpenAI:
+def shared_model(settings: GraphSettings) -> ChatOpenAI:
     """The process's model for `settings`, made once and reused by every graph.
 
     Making one builds HTTP clients and TLS contexts, which is start-up work: the

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Final, Literal, TypedDict
 
 import openai
 from langchain_core.language_models import LanguageModelInput
@@ -15,13 +15,17 @@ from langgraph.graph.message import add_messages
 from langgraph.managed import RemainingSteps
 from langgraph.types import Send
 
-from app.settings import Settings, get_settings
 from graphs.model import model_call_failed, repair_misplaced_tool_calls, shared_model
+from graphs.settings import GraphSettings
 from graphs.tools_node import ToolTask, current_run, plan_tool_tasks, run_tool_task
 from prompts import load_prompts, render_prompt
 from tools.errors import ToolsetUnavailable
 
 ToolsProvider = Callable[[], Awaitable[Sequence[BaseTool]]]
+
+# The loop's two nodes; clients of the stream (the service's events) use these names.
+AGENT_NODE: Final = "agent"
+TOOLS_NODE: Final = "tools"
 
 STEP_LIMIT = (
     "已达到本轮最多 {steps} 步的限制，为避免无限循环已停止。"
@@ -35,15 +39,21 @@ class AgentState(TypedDict):
 
 
 def build_react_graph(
-    *, name: str, prompts: Sequence[str], tools: Sequence[BaseTool] | ToolsProvider
+    *,
+    name: str,
+    prompts: Sequence[str],
+    tools: Sequence[BaseTool] | ToolsProvider,
+    settings: GraphSettings,
 ) -> StateGraph[AgentState]:
-    """The uncompiled loop for one agent; compile it with or without a checkpointer."""
+    """The uncompiled loop for one agent; compile it with or without a checkpointer.
+
+    `settings` configure the model and the guards for every run of the graph.
+    """
     load_tools = tools if callable(tools) else _static(tools)
     load_prompts(tuple(prompts))  # file reads belong to start-up, not to a run
     models = _ModelCache()
 
     async def agent(state: AgentState, config: RunnableConfig) -> dict[str, list[AnyMessage]]:
-        settings = get_settings()
         turns = sum(isinstance(m, AIMessage) for m in current_run(state["messages"]))
         if turns >= settings.agent_max_steps or state["remaining_steps"] <= 2:
             return {"messages": [AIMessage(STEP_LIMIT.format(steps=turns))]}
@@ -64,21 +74,21 @@ def build_react_graph(
         last = state["messages"][-1]
         if not isinstance(last, AIMessage) or not last.tool_calls:
             return "__end__"
-        max_calls = get_settings().agent_max_calls_per_tool
+        max_calls = settings.agent_max_calls_per_tool
         return [
-            Send("tools", task)
+            Send(TOOLS_NODE, task)
             for task in plan_tool_tasks(state["messages"], max_calls_per_tool=max_calls)
         ]
 
     async def tools_node(task: ToolTask, config: RunnableConfig) -> dict[str, Any]:
-        return await run_tool_task(task, await load_tools(), get_settings(), config)
+        return await run_tool_task(task, await load_tools(), settings, config)
 
     builder = StateGraph(AgentState)
-    builder.add_node("agent", agent)
-    builder.add_node("tools", tools_node, input_schema=ToolTask)  # type: ignore[arg-type]
-    builder.add_edge(START, "agent")
-    builder.add_conditional_edges("agent", should_continue, path_map=["tools", END])
-    builder.add_edge("tools", "agent")
+    builder.add_node(AGENT_NODE, agent)
+    builder.add_node(TOOLS_NODE, tools_node, input_schema=ToolTask)  # type: ignore[arg-type]
+    builder.add_edge(START, AGENT_NODE)
+    builder.add_conditional_edges(AGENT_NODE, should_continue, path_map=[TOOLS_NODE, END])
+    builder.add_edge(TOOLS_NODE, AGENT_NODE)
     return builder
 
 
@@ -95,11 +105,11 @@ class _ModelCache:
     """One bound model per (settings, toolset), so binding happens once, not per turn."""
 
     def __init__(self) -> None:
-        self._key: tuple[Settings, Sequence[BaseTool]] | None = None
+        self._key: tuple[GraphSettings, Sequence[BaseTool]] | None = None
         self._model: Runnable[LanguageModelInput, BaseMessage] | None = None
 
     def bound(
-        self, settings: Settings, toolset: Sequence[BaseTool]
+        self, settings: GraphSettings, toolset: Sequence[BaseTool]
     ) -> Runnable[LanguageModelInput, BaseMessage]:
         key = self._key
         if self._model is None or key is None or key[0] is not settings or key[1] is not toolset:

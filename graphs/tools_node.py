@@ -2,7 +2,9 @@
 
 Each tool call runs as its own task (one `Send` per call), so when one of several
 parallel calls interrupts, the siblings that finished are not run again on resume.
-Every outcome, including failures, becomes exactly one ToolMessage for the model.
+Every outcome, including failures, becomes exactly one ToolMessage for the model,
+with its outcome as data: `status` "success" or "error", and `response_metadata`
+`{"outcome": <one of OUTCOMES>}` so clients never read failure from the text.
 """
 
 from __future__ import annotations
@@ -10,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import uuid
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any, NotRequired, TypedDict
+from typing import Any, Final, Literal, NotRequired, TypedDict, cast, get_args
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langchain_core.messages.tool import ToolCall
@@ -21,8 +24,8 @@ from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 from pydantic import ValidationError
 
-from app.settings import Settings
-from tools.interrupts import Cancelled, ask, confirm_payload
+from graphs.settings import GraphSettings
+from tools.interrupts import CANCELLED_TEXT, Cancelled, ask, confirm_payload
 from tools.risk import risk_of
 
 logger = logging.getLogger(__name__)
@@ -40,12 +43,49 @@ TOOL_FAILED = "错误：{name} 执行失败：{error}。"
 USER_DECLINED = "用户拒绝执行 {name}：该工具没有运行。"
 CONFIRM_MESSAGE = "确认执行 {name} ?"
 
+# How a call ended; every value but "ok" has status "error".
+Outcome = Literal[
+    "ok",
+    "error",
+    "timeout",
+    "invalid_args",
+    "unknown_tool",
+    "repeated",
+    "capped",
+    "declined",
+    "cancelled",
+    "abandoned",
+]
+OUTCOMES: Final[tuple[Outcome, ...]] = get_args(Outcome)
+OUTCOME_KEY: Final = "outcome"
+
+
+def tool_reply(call: ToolCall, content: str, outcome: Outcome) -> ToolMessage:
+    """The ToolMessage for `call`, its outcome kept as data beside the text."""
+    return ToolMessage(
+        content=content,
+        name=call["name"],
+        tool_call_id=call["id"] or "",
+        id=str(uuid.uuid4()),
+        status="success" if outcome == "ok" else "error",
+        response_metadata={OUTCOME_KEY: outcome},
+    )
+
+
+def outcome_of(message: ToolMessage) -> Outcome:
+    """The outcome a ToolMessage records (older ones: from its status)."""
+    outcome = (message.response_metadata or {}).get(OUTCOME_KEY)
+    if outcome in OUTCOMES:
+        return cast(Outcome, outcome)
+    return "error" if message.status == "error" else "ok"
+
 
 class ToolTask(TypedDict):
     """What one tools-node task receives: a call, and the guard's refusal if any."""
 
     call: ToolCall
     refusal: NotRequired[str]
+    refused_as: NotRequired[Outcome]
 
 
 def current_run(messages: Sequence[AnyMessage]) -> Sequence[AnyMessage]:
@@ -78,24 +118,20 @@ def plan_tool_tasks(messages: Sequence[AnyMessage], *, max_calls_per_tool: int) 
         task = ToolTask(call=call)
         if signature in seen:
             task["refusal"] = REPEATED_CALL.format(name=name)
+            task["refused_as"] = "repeated"
         elif counts[name] >= max_calls_per_tool:
             task["refusal"] = TOOL_CAP_REACHED.format(
                 name=name, count=counts[name], cap=max_calls_per_tool
             )
+            task["refused_as"] = "capped"
         counts[name] += 1
         seen.add(signature)
         tasks.append(task)
     return tasks
 
 
-def _reply(call: ToolCall, content: str, *, error: bool) -> dict[str, list[ToolMessage]]:
-    message = ToolMessage(
-        content=content,
-        name=call["name"],
-        tool_call_id=call["id"] or "",
-        status="error" if error else "success",
-    )
-    return {"messages": [message]}
+def _reply(call: ToolCall, content: str, outcome: Outcome) -> dict[str, list[ToolMessage]]:
+    return {"messages": [tool_reply(call, content, outcome)]}
 
 
 def _confirmed(tool: BaseTool, call: ToolCall) -> bool:
@@ -113,36 +149,41 @@ def _confirmed(tool: BaseTool, call: ToolCall) -> bool:
 
 
 async def run_tool_task(
-    task: ToolTask, tools: Sequence[BaseTool], settings: Settings, config: RunnableConfig
+    task: ToolTask, tools: Sequence[BaseTool], settings: GraphSettings, config: RunnableConfig
 ) -> dict[str, Any]:
     """Run one call under the policy and return its single ToolMessage."""
     call = task["call"]
     name = call["name"]
     if "refusal" in task:
-        return _reply(call, task["refusal"], error=True)
+        return _reply(call, task["refusal"], task.get("refused_as", "repeated"))
     by_name = {tool.name: tool for tool in tools}
     tool = by_name.get(name)
     if tool is None:
-        return _reply(
-            call, UNKNOWN_TOOL.format(name=name, available=", ".join(by_name)), error=True
-        )
+        available = ", ".join(by_name)
+        return _reply(call, UNKNOWN_TOOL.format(name=name, available=available), "unknown_tool")
     if risk_of(tool) != "safe" and not _confirmed(tool, call):
-        return _reply(call, USER_DECLINED.format(name=name), error=True)
+        return _reply(call, USER_DECLINED.format(name=name), "declined")
     timeout = settings.agent_tool_timeout_s
     try:
         async with asyncio.timeout(timeout):
             result = await tool.ainvoke({**call, "type": "tool_call"}, config)
     except GraphBubbleUp:
         raise  # interrupts pause the graph; they are not failures
+    except Cancelled:
+        return _reply(call, CANCELLED_TEXT, "cancelled")
     except TimeoutError:
-        return _reply(call, TOOL_TIMEOUT.format(name=name, seconds=timeout), error=True)
+        return _reply(call, TOOL_TIMEOUT.format(name=name, seconds=timeout), "timeout")
     except ValidationError as exc:
         errors = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        return _reply(call, INVALID_ARGS.format(name=name, error=errors), error=True)
+        return _reply(call, INVALID_ARGS.format(name=name, error=errors), "invalid_args")
     except Exception as exc:
         logger.exception("tool %s failed", name)
         error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        return _reply(call, TOOL_FAILED.format(name=name, error=error), error=True)
+        return _reply(call, TOOL_FAILED.format(name=name, error=error), "error")
     if isinstance(result, ToolMessage):
-        return {"messages": [result]}
-    return _reply(call, result if isinstance(result, str) else json.dumps(result), error=False)
+        # The tool's own ToolMessage (e.g. a ToolException it handled): keep it, add the data.
+        outcome: Outcome = "error" if result.status == "error" else "ok"
+        metadata = {**(result.response_metadata or {}), OUTCOME_KEY: outcome}
+        update = {"id": result.id or str(uuid.uuid4()), "response_metadata": metadata}
+        return {"messages": [result.model_copy(update=update)]}
+    return _reply(call, result if isinstance(result, str) else json.dumps(result), "ok")

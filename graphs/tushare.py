@@ -13,26 +13,39 @@ from langchain_core.tools import BaseTool
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
-from graphs.react import build_react_graph
+from graphs.react import ToolsProvider, build_react_graph
+from graphs.settings import GraphSettings
 from tools.ask import ASK_TOOLS
 from tools.mcp.toolset import get_tushare_toolset
-from tools.report import SAVE_REPORT
+from tools.report import report_tool
 
 DESCRIPTION = "A 股个股分析：通过 Tushare MCP 查询行情，做量价与月线趋势分析"
 
-LOCAL_TOOLS: tuple[BaseTool, ...] = (*ASK_TOOLS, SAVE_REPORT)
 
-
-async def tushare_tools() -> Sequence[BaseTool]:
+def tushare_tools(settings: GraphSettings) -> ToolsProvider:
     """MCP tools + resolve_stock + ask tools + save_report (the same tuple while cached)."""
-    return (await get_tushare_toolset(LOCAL_TOOLS)).tools
+    local: tuple[BaseTool, ...] = (*ASK_TOOLS, report_tool(settings))
+
+    async def provide() -> Sequence[BaseTool]:
+        return (await get_tushare_toolset(settings, local)).tools
+
+    return provide
 
 
-builder = build_react_graph(name="tushare", prompts=("tushare", "ask"), tools=tushare_tools)
+def make_graph(
+    checkpointer: Checkpointer = None, settings: GraphSettings | None = None
+) -> CompiledStateGraph:
+    """The tushare graph on `checkpointer` (none for `langgraph dev`).
 
-
-def make_graph(checkpointer: Checkpointer = None) -> CompiledStateGraph:
-    """The tushare graph, compiled with `checkpointer` (none for `langgraph dev`)."""
+    Without `settings` they are read from the environment now.
+    """
+    settings = settings or GraphSettings()
+    builder = build_react_graph(
+        name="tushare",
+        prompts=("tushare", "ask"),
+        tools=tushare_tools(settings),
+        settings=settings,
+    )
     return builder.compile(checkpointer=checkpointer, name="tushare")
 
 

@@ -6,18 +6,27 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
 from graphs.react import build_react_graph
+from graphs.settings import GraphSettings
 from tools.ask import ASK_TOOLS
-from tools.weather import get_weather
+from tools.weather import weather_tool
 
 DESCRIPTION = "天气助手：按城市查询实时天气和未来三天预报（Open-Meteo）"
 
-builder = build_react_graph(
-    name="weather", prompts=("weather", "ask"), tools=[get_weather, *ASK_TOOLS]
-)
 
+def make_graph(
+    checkpointer: Checkpointer = None, settings: GraphSettings | None = None
+) -> CompiledStateGraph:
+    """The weather graph on `checkpointer` (none for `langgraph dev`).
 
-def make_graph(checkpointer: Checkpointer = None) -> CompiledStateGraph:
-    """The weather graph, compiled with `checkpointer` (none for `langgraph dev`)."""
+    Without `settings` they are read from the environment now.
+    """
+    settings = settings or GraphSettings()
+    builder = build_react_graph(
+        name="weather",
+        prompts=("weather", "ask"),
+        tools=[weather_tool(settings), *ASK_TOOLS],
+        settings=settings,
+    )
     return builder.compile(checkpointer=checkpointer, name="weather")
 
 

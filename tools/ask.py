@@ -1,12 +1,13 @@
-"""Tools that pause the graph to ask the user, instead of letting the model guess."""
+"""Tools that pause the graph to ask the user, instead of letting the model guess.
+
+A cancelled question raises `Cancelled`; the tools node turns it into a cancelled call.
+"""
 
 from __future__ import annotations
 
 from langchain_core.tools import BaseTool, tool
 
 from tools.interrupts import (
-    CANCELLED_TEXT,
-    Cancelled,
     ask,
     confirm_payload,
     input_payload,
@@ -28,10 +29,7 @@ def ask_input(message: str, placeholder: str = "") -> str:
         message: 要问用户的问题，例如“请问要查询哪个城市的天气？”
         placeholder: 输入框里的示例提示，例如“北京 / Shanghai”
     """
-    try:
-        return ANSWERED.format(answer=ask(input_payload(message, placeholder)))
-    except Cancelled:
-        return CANCELLED_TEXT
+    return ANSWERED.format(answer=ask(input_payload(message, placeholder)))
 
 
 @tool
@@ -42,10 +40,7 @@ def ask_choice(message: str, options: list[str]) -> str:
         message: 要问用户的问题
         options: 可选项（至少两个）
     """
-    try:
-        return CHOSEN.format(answer=ask(select_payload(message, options_of(options))))
-    except Cancelled:
-        return CANCELLED_TEXT
+    return CHOSEN.format(answer=ask(select_payload(message, options_of(options))))
 
 
 @tool
@@ -58,10 +53,7 @@ def ask_multi_choice(message: str, options: list[str], min: int = 1) -> str:
         min: 至少要选几项，默认 1
     """
     payload = multi_select_payload(message, options_of(options), max(0, min))
-    try:
-        return CHOSEN.format(answer="、".join(ask(payload)))
-    except Cancelled:
-        return CANCELLED_TEXT
+    return CHOSEN.format(answer="、".join(ask(payload)))
 
 
 @tool
@@ -71,10 +63,7 @@ def ask_confirm(message: str) -> str:
     Args:
         message: 需要用户确认的内容
     """
-    try:
-        return CONFIRMED[bool(ask(confirm_payload(message)))]
-    except Cancelled:
-        return CANCELLED_TEXT
+    return CONFIRMED[bool(ask(confirm_payload(message)))]
 
 
 ASK_TOOLS: list[BaseTool] = [ask_input, ask_choice, ask_multi_choice, ask_confirm]

@@ -12,10 +12,10 @@ import re
 import unicodedata
 from pathlib import Path
 
-from langchain_core.tools import tool
+from langchain_core.tools import BaseTool, tool
 
-from app.settings import get_settings
 from tools.risk import with_risk
+from tools.settings import ReportSettings
 
 SAVED = "报告已保存：{path}"
 REFUSED = "错误: 报告未保存：文件名「{name}」不在报告目录内"
@@ -63,22 +63,24 @@ def write_report(title: str, markdown: str, directory: Path) -> Path:
     raise FileExistsError(f"too many reports named {stem!r}")
 
 
-@tool("save_report")
-async def save_report(title: str, markdown: str) -> str:
-    """把分析报告保存为 Markdown 文件（保存前会请用户确认）。
+def report_tool(settings: ReportSettings) -> BaseTool:
+    """The `save_report` tool (risk `sensitive`), writing under `settings.agent_reports_dir`."""
+    directory = settings.agent_reports_dir
 
-    Args:
-        title: 报告标题，用作文件名，例如“平安银行 000001.SZ 分析 20250630”
-        markdown: 报告全文（Markdown 格式）
-    """
-    directory = get_settings().agent_reports_dir
-    try:
-        path = await asyncio.to_thread(write_report, title, markdown, directory)
-    except UnsafeReportPath as exc:
-        return REFUSED.format(name=exc)
-    except OSError as exc:
-        return WRITE_FAILED.format(reason=exc.strerror or type(exc).__name__)
-    return SAVED.format(path=path)
+    @tool("save_report")
+    async def save_report(title: str, markdown: str) -> str:
+        """把分析报告保存为 Markdown 文件（保存前会请用户确认）。
 
+        Args:
+            title: 报告标题，用作文件名，例如“平安银行 000001.SZ 分析 20250630”
+            markdown: 报告全文（Markdown 格式）
+        """
+        try:
+            path = await asyncio.to_thread(write_report, title, markdown, directory)
+        except UnsafeReportPath as exc:
+            return REFUSED.format(name=exc)
+        except OSError as exc:
+            return WRITE_FAILED.format(reason=exc.strerror or type(exc).__name__)
+        return SAVED.format(path=path)
 
-SAVE_REPORT = with_risk(save_report, "sensitive")
+    return with_risk(save_report, "sensitive")

@@ -8,10 +8,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
-from langchain_core.tools import tool
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
-from app.settings import Settings, get_settings
+from tools.settings import OpenMeteoSettings
 
 logger = logging.getLogger(__name__)
 
@@ -91,15 +91,24 @@ class WeatherInput(BaseModel):
     location: str = Field(description="城市名称，如：北京、上海、Tokyo")
 
 
-@tool("get_weather", args_schema=WeatherInput, description=DESCRIPTION)
-async def get_weather(location: str) -> str:
-    """The weather tool the model calls; see DESCRIPTION."""
-    return await lookup_weather(location)
+def weather_tool(settings: OpenMeteoSettings) -> BaseTool:
+    """The `get_weather` tool the model calls, asking Open-Meteo as `settings` say."""
+
+    async def get_weather(location: str) -> str:
+        return await lookup_weather(location, settings)
+
+    # A failed lookup is a failed call (status "error"), its reason the model's to read.
+    return StructuredTool.from_function(
+        coroutine=get_weather,
+        name="get_weather",
+        description=DESCRIPTION,
+        args_schema=WeatherInput,
+        handle_tool_error=True,
+    )
 
 
-async def lookup_weather(location: str, settings: Settings | None = None) -> str:
-    """The weather report for `location`, or the readable reason it could not be had."""
-    settings = settings or get_settings()
+async def lookup_weather(location: str, settings: OpenMeteoSettings) -> str:
+    """The weather report for `location`; raises ToolException with the readable reason."""
     name = location.strip()
     try:
         if not name:
@@ -128,7 +137,7 @@ async def lookup_weather(location: str, settings: Settings | None = None) -> str
     except (KeyError, TypeError, ValueError):
         reason = MALFORMED
     logger.warning("get_weather failed for %r: %s", location, reason)
-    return WEATHER_FAILED.format(location=location, reason=reason)
+    raise ToolException(WEATHER_FAILED.format(location=location, reason=reason))
 
 
 def describe_code(code: object) -> str:

@@ -14,12 +14,13 @@ from langgraph.types import Command, Durability
 from graphs import weather
 from graphs.model import ModelCallFailed, ModelNotConfigured
 from graphs.react import build_react_graph
+from graphs.settings import GraphSettings
 from tests.doubles.llm import ScriptedLLM, call, error, text, tool_call, tool_calls
 from tests.doubles.open_meteo import HANG_CITY, FakeOpenMeteo
 from tests.graphs.support import config, say
 from tools.ask import ASK_TOOLS
 from tools.risk import with_risk
-from tools.weather import get_weather
+from tools.weather import weather_tool
 
 
 @pytest.fixture
@@ -123,8 +124,13 @@ async def test_cancelling_a_question_tells_the_model(
 
 
 def loop_graph(saver: AsyncSqliteSaver, *extra: Any) -> CompiledStateGraph:
+    """A loop over get_weather, the ask tools and `extra`, configured by the environment now."""
+    settings = GraphSettings()
     builder = build_react_graph(
-        name="test", prompts=("ask",), tools=[get_weather, *ASK_TOOLS, *extra]
+        name="test",
+        prompts=("ask",),
+        tools=[weather_tool(settings), *ASK_TOOLS, *extra],
+        settings=settings,
     )
     return builder.compile(checkpointer=saver, name="test")
 
@@ -336,9 +342,10 @@ async def test_two_parallel_questions_are_answered_together_by_id(
 
 
 async def test_model_errors_are_retried(
-    graph: CompiledStateGraph, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+    saver: AsyncSqliteSaver, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_MAX_RETRIES", "2")
+    graph = weather.make_graph(saver)
     llm.script(error(500), error(500), text("好了。"))
     result = await say(graph, "你好")
     assert result["messages"][-1].content == "好了。"
@@ -346,9 +353,10 @@ async def test_model_errors_are_retried(
 
 
 async def test_a_model_that_keeps_failing_fails_the_run_and_the_thread_stays_usable(
-    graph: CompiledStateGraph, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+    saver: AsyncSqliteSaver, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_MAX_RETRIES", "1")
+    graph = weather.make_graph(saver)
     llm.script(error(500), error(500))
     with pytest.raises(ModelCallFailed, match=r"HTTP 500.*已重试 1 次"):
         await say(graph, "你好")
@@ -363,8 +371,9 @@ async def test_a_model_that_keeps_failing_fails_the_run_and_the_thread_stays_usa
 
 
 async def test_a_missing_api_key_fails_the_first_model_call_naming_the_variable(
-    graph: CompiledStateGraph, monkeypatch: pytest.MonkeyPatch
+    saver: AsyncSqliteSaver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("OPENAI_API_KEY")
+    graph = weather.make_graph(saver)
     with pytest.raises(ModelNotConfigured, match="OPENAI_API_KEY"):
         await say(graph, "你好")

@@ -11,9 +11,9 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import tool
 
-from app.settings import Settings
 from graphs.model import ModelNotConfigured, make_model, repair_misplaced_tool_calls
 from graphs.react import build_react_graph
+from graphs.settings import GraphSettings
 
 # Recorded shape: DeepSeek streamed through LangChain, the call landed in `content`.
 MISPLACED = AIMessage(
@@ -60,7 +60,7 @@ def test_a_well_formed_response_passes_through_unchanged(message: AIMessage) -> 
 
 
 def test_a_missing_model_name_is_named_in_the_error() -> None:
-    settings = Settings(openai_api_key="k", openai_model=None)  # type: ignore[arg-type]
+    settings = GraphSettings(openai_api_key="k", openai_model=None)  # type: ignore[arg-type]
     with pytest.raises(ModelNotConfigured, match="OPENAI_MODEL"):
         make_model(settings)
 
@@ -94,7 +94,9 @@ async def test_a_misplaced_tool_call_still_runs_the_tool(monkeypatch: pytest.Mon
 
     model = RecordedReplies(replies=[MISPLACED, AIMessage(content="平安银行，代码 000001.SZ。")])
     monkeypatch.setattr("graphs.react.shared_model", lambda settings: model)
-    graph = build_react_graph(name="t", prompts=("ask",), tools=[resolve_stock]).compile()
+    graph = build_react_graph(
+        name="t", prompts=("ask",), tools=[resolve_stock], settings=GraphSettings()
+    ).compile()
     result = await graph.ainvoke({"messages": [HumanMessage("分析平安")]})
     assert ran == ["平安"]
     [tool_message] = [m for m in result["messages"] if isinstance(m, ToolMessage)]

@@ -18,7 +18,6 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, Interrupt, StreamMode
 
-from app.settings import get_settings
 from graphs import tushare
 from tests.doubles.env import PROJECT_VARS
 from tests.doubles.llm import ScriptedLLM, call, text, tool_call, tool_calls
@@ -46,7 +45,6 @@ def _fresh_toolset() -> Iterator[None]:
 def point_at(monkeypatch: pytest.MonkeyPatch, url: str, token: str = TOKEN) -> None:
     monkeypatch.setenv("TUSHARE_MCP_URL", url)
     monkeypatch.setenv("TUSHARE_TOKEN", token)
-    get_settings.cache_clear()
 
 
 @pytest.fixture
@@ -57,7 +55,9 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[TushareMCP]:
 
 
 @pytest.fixture
-def graph(saver: AsyncSqliteSaver) -> CompiledStateGraph:
+def graph(saver: AsyncSqliteSaver, request: pytest.FixtureRequest) -> CompiledStateGraph:
+    if "server" in request.fixturenames:
+        request.getfixturevalue("server")  # the graph takes the settings the double gives
     return tushare.make_graph(saver)
 
 
@@ -210,13 +210,13 @@ async def test_cancelling_the_selection_tells_the_model(
 
 
 async def test_the_generic_query_tool_variant_resolves_stocks_too(
-    graph: CompiledStateGraph,
     saver: AsyncSqliteSaver,
     llm: ScriptedLLM,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     with TushareMCP(token=TOKEN, generic=True) as server:
         point_at(monkeypatch, server.url)
+        graph = tushare.make_graph(saver)
         llm.script(tool_call("resolve_stock", {"name": "平安"}), text("中国平安。"))
         await say(graph, "平安")
         [question] = await saved_interrupts(saver)
@@ -344,10 +344,11 @@ async def test_a_rate_limit_answer_reaches_the_model_as_readable_error_text(
 
 
 async def test_an_sse_only_server_works_through_the_fallback(
-    graph: CompiledStateGraph, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+    saver: AsyncSqliteSaver, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with TushareMCP(token=TOKEN, transport="sse") as server:
         point_at(monkeypatch, server.url)
+        graph = tushare.make_graph(saver)
         llm.script(
             tool_call("resolve_stock", {"name": "茅台"}),
             tool_call("daily", {"ts_code": "600519.SH", "trade_date": "20251231"}),
@@ -374,12 +375,13 @@ async def test_a_server_that_is_down_is_reported_and_the_next_request_works_once
 
 
 async def test_a_wrong_token_is_reported_readably(
-    graph: CompiledStateGraph,
+    saver: AsyncSqliteSaver,
     llm: ScriptedLLM,
     server: TushareMCP,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     point_at(monkeypatch, server.url, "not-the-right-token-3c")
+    graph = tushare.make_graph(saver)
     result = await say(graph, "茅台怎么样")
     reply = last_answer(result)
     assert "401" in reply

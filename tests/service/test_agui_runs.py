@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.runs import CALL_ABANDONED
+from app.core.prepare import CALL_ABANDONED
 from tests.doubles.llm import ScriptedLLM, call, error, hang, text, tool_call, tool_calls
 from tests.doubles.open_meteo import HANG_CITY
 from tests.processes import ServerProcess

@@ -40,6 +40,7 @@ def test_a_killed_server_leaves_an_interrupt_a_restarted_one_resumes(
         "toolCallId": pending["toolCallId"],
         "content": "用户回答：上海",
         "role": "tool",
+        "metadata": {"outcome": "ok"},
     }
     assert "".join(e["delta"] for e in resumed.of("TEXT_MESSAGE_CONTENT")) == "上海今天晴。"
     assert resumed.last["outcome"] == {"type": "success"}

@@ -91,7 +91,9 @@ def test_chat_runs_interrupt_then_resume_as_plain_json(
         "role": "tool",
         "content": "用户回答：上海",
         "toolCallId": pending["toolCallId"],
+        "metadata": {"outcome": "ok"},
     }
+    assert done["messages"][0]["id"], "every message has its id, tool results too"
     assert done["messages"][-1]["content"] == "上海今天晴。"
 
 

@@ -6,20 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from tools.report import (
-    SAVE_REPORT,
-    UnsafeReportPath,
-    safe_file_name,
-    save_report,
-    write_report,
-)
+from tools.report import UnsafeReportPath, report_tool, safe_file_name, write_report
 from tools.risk import risk_of
+from tools.settings import ReportSettings
 
 
 def test_save_report_is_sensitive_so_it_is_confirmed_first() -> None:
-    assert SAVE_REPORT is save_report
-    assert risk_of(SAVE_REPORT) == "sensitive"
-    assert set(SAVE_REPORT.args) == {"title", "markdown"}
+    save_report = report_tool(ReportSettings())
+    assert save_report.name == "save_report"
+    assert risk_of(save_report) == "sensitive"
+    assert set(save_report.args) == {"title", "markdown"}
 
 
 @pytest.mark.parametrize(
@@ -78,7 +74,16 @@ def test_a_symlink_pointing_outside_is_refused(tmp_path: Path) -> None:
 
 
 async def test_the_tool_reports_where_it_saved(data_dir: Path) -> None:
-    text = await save_report.ainvoke({"title": "../茅台", "markdown": "# 茅台"})
+    text = await report_tool(ReportSettings()).ainvoke({"title": "../茅台", "markdown": "# 茅台"})
     saved = data_dir / "reports" / "_茅台.md"
     assert text == f"报告已保存：{saved.resolve()}"
     assert saved.read_text("utf-8") == "# 茅台\n"
+
+
+async def test_the_tool_writes_where_its_settings_say(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+
+    tool = report_tool(ReportSettings(agent_reports_dir=elsewhere))
+    await tool.ainvoke({"title": "日报", "markdown": "# 日报"})
+
+    assert (elsewhere / "日报.md").read_text("utf-8") == "# 日报\n"

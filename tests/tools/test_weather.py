@@ -7,7 +7,6 @@ import time
 import pytest
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from app.settings import get_settings
 from tests.doubles.open_meteo import (
     BEIJING,
     ERROR_CITY,
@@ -18,11 +17,13 @@ from tests.doubles.open_meteo import (
     FakeOpenMeteo,
     forecast_values,
 )
-from tools.weather import WMO_CODES, describe_code, get_weather
+from tools.settings import OpenMeteoSettings
+from tools.weather import WMO_CODES, describe_code, weather_tool
 
 
 async def weather(location: str) -> str:
-    result = await get_weather.ainvoke({"location": location})
+    # Built per call: the tool takes the settings the test's environment gives now.
+    result = await weather_tool(OpenMeteoSettings()).ainvoke({"location": location})
     assert isinstance(result, str)
     return result
 
@@ -109,7 +110,6 @@ async def test_slow_service_times_out_as_readable_text(
     meteo: FakeOpenMeteo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPEN_METEO_TIMEOUT", "0.2")
-    get_settings.cache_clear()
     started = time.monotonic()
 
     report = await weather(HANG_CITY)
@@ -130,7 +130,6 @@ async def test_not_json_answer_is_readable_text(meteo: FakeOpenMeteo) -> None:
 
 async def test_unreachable_service_is_readable_text(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPEN_METEO_GEOCODING_URL", "http://127.0.0.1:9/v1/search")
-    get_settings.cache_clear()
 
     assert await weather("北京") == "查询「北京」天气失败：无法连接天气服务"
 
@@ -140,9 +139,29 @@ async def test_blank_location_asks_for_a_city_in_text() -> None:
 
 
 def test_tool_tells_the_model_it_takes_a_city_name() -> None:
-    function = convert_to_openai_tool(get_weather)["function"]
+    function = convert_to_openai_tool(weather_tool(OpenMeteoSettings()))["function"]
 
     assert function["name"] == "get_weather"
     assert "城市名称" in function["description"]
     assert list(function["parameters"]["properties"]) == ["location"]
     assert "城市名称" in function["parameters"]["properties"]["location"]["description"]
+
+
+async def test_a_failed_lookup_is_a_failed_call_not_a_normal_result() -> None:
+    call = {"name": "get_weather", "args": {"location": "  "}, "id": "c1", "type": "tool_call"}
+
+    message = await weather_tool(OpenMeteoSettings()).ainvoke(call)
+
+    assert message.status == "error"
+    assert message.content == "查询「  」天气失败：没有提供城市名称"
+
+
+async def test_the_tool_asks_the_service_its_settings_name_not_the_environment(
+    meteo: FakeOpenMeteo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = OpenMeteoSettings()
+    monkeypatch.setenv("OPEN_METEO_GEOCODING_URL", "http://127.0.0.1:9/v1/search")
+
+    report = await weather_tool(settings).ainvoke({"location": "北京"})
+
+    assert report.startswith("北京")

@@ -31,7 +31,7 @@ from tests.doubles.tushare_mcp import TushareMCP
 from tests.processes import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
-DIST_INDEX = ROOT / "app" / "web" / "dist" / "index.html"
+DIST_INDEX = ROOT / "app" / "http" / "static" / "index.html"
 ARTIFACTS = ROOT / "tests" / "artifacts"
 CHROMIUM = "/usr/bin/chromium"
 TUSHARE_TOKEN = "web-ui-test-token"

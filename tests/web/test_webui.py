@@ -8,9 +8,9 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from app.server import create_app
+from app.http.server import create_app
 from app.settings import get_settings
-from app.webui import ASSET_CACHE, mount_web_ui
+from app.http.webui import ASSET_CACHE, mount_web_ui
 
 
 @pytest.fixture

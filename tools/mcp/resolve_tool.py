@@ -14,8 +14,6 @@ from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
 from tools.interrupts import (
-    CANCELLED_TEXT,
-    Cancelled,
     Option,
     ask,
     input_payload,
@@ -29,7 +27,7 @@ from tools.mcp.stock_resolve import (
     parse_stock_candidates,
 )
 from tools.mcp.tushare_client import TushareMcp, TushareMcpError, format_result, result_text
-from tools.mcp.tushare_result import ApiError, parse_text, render
+from tools.mcp.tushare_result import ErrorReply, parse_text, render
 
 NAME = "resolve_stock"
 DESCRIPTION = (
@@ -83,33 +81,30 @@ async def _lookup(client: TushareMcp, name: str) -> list[StockCandidate] | str:
         return client.scrub(format_result(result))
     text = result_text(result)
     parsed = parse_text(text)
-    if isinstance(parsed, ApiError):
+    if isinstance(parsed, ErrorReply):
         return client.scrub(render(parsed))
     return narrow_candidates(parse_stock_candidates(text), name)
 
 
 def make_resolve_stock_tool(client: TushareMcp) -> BaseTool:
-    """The `resolve_stock` tool, looking names up through `client`."""
+    """The `resolve_stock` tool, looking names up through `client` (a cancel raises Cancelled)."""
 
     async def resolve_stock(ts_code: str = "", name: str = "") -> str:
         code, wanted = ts_code.strip(), name.strip()
-        try:
-            if not code and not wanted:
-                answer = str(ask(input_payload(INPUT_MESSAGE, INPUT_PLACEHOLDER))).strip()
-                if "." in answer:
-                    code = answer.upper()
-                else:
-                    wanted = answer
-            if code:
-                return _found(code, wanted or None)
-            candidates = await _lookup(client, wanted)
-            if isinstance(candidates, str):
-                return candidates
-            if not candidates:
-                return NOT_FOUND.format(name=wanted)
-            picked = candidates[0] if len(candidates) == 1 else _pick(candidates)
-        except Cancelled:
-            return CANCELLED_TEXT
+        if not code and not wanted:
+            answer = str(ask(input_payload(INPUT_MESSAGE, INPUT_PLACEHOLDER))).strip()
+            if "." in answer:
+                code = answer.upper()
+            else:
+                wanted = answer
+        if code:
+            return _found(code, wanted or None)
+        candidates = await _lookup(client, wanted)
+        if isinstance(candidates, str):
+            return candidates
+        if not candidates:
+            return NOT_FOUND.format(name=wanted)
+        picked = candidates[0] if len(candidates) == 1 else _pick(candidates)
         return _found(picked.ts_code, picked.name)
 
     return StructuredTool.from_function(

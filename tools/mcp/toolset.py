@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from langchain_core.tools import BaseTool
 
-from app.settings import get_settings
 from tools.errors import ToolsetUnavailable
+from tools.settings import TushareSettings
 
 if TYPE_CHECKING:
     from tools.mcp.tushare_client import TushareMcp
@@ -41,16 +41,17 @@ _Key = tuple[str, str, int, tuple[int, ...]]
 _cached: tuple[_Key, asyncio.Task[TushareToolset]] | None = None
 
 
-async def _connect(url: str, token: str, extra: tuple[BaseTool, ...]) -> TushareToolset:
+async def _connect(
+    settings: TushareSettings, token: str, extra: tuple[BaseTool, ...]
+) -> TushareToolset:
     # The MCP stack is imported on first use, so start-up and `langgraph dev` skip it;
     # in a thread, as importing reads files and a running loop must not block on I/O.
     await asyncio.to_thread(importlib.import_module, "tools.mcp.resolve_tool")
     from tools.mcp.resolve_tool import make_resolve_stock_tool
     from tools.mcp.tushare_client import TushareMcp, TushareMcpError
 
-    settings = get_settings()
     client = TushareMcp(
-        url,
+        settings.tushare_mcp_url,
         token,
         connect_timeout_s=settings.tushare_connect_timeout_s,
         call_timeout_s=settings.tushare_call_timeout_s,
@@ -63,14 +64,15 @@ async def _connect(url: str, token: str, extra: tuple[BaseTool, ...]) -> Tushare
     return TushareToolset(client=client, tools=tools)
 
 
-async def get_tushare_toolset(extra: Sequence[BaseTool] = ()) -> TushareToolset:
+async def get_tushare_toolset(
+    settings: TushareSettings, extra: Sequence[BaseTool] = ()
+) -> TushareToolset:
     """The connected toolset: the server's MCP tools, `resolve_stock`, then `extra`.
 
     Raises ToolsetUnavailable with a readable message (a hint how to set
     TUSHARE_TOKEN when none is configured, else why the server is unreachable).
     """
     global _cached
-    settings = get_settings()
     if settings.tushare_token is None or not settings.tushare_token.get_secret_value():
         raise ToolsetUnavailable(TOKEN_HINT)
     token = settings.tushare_token.get_secret_value()
@@ -84,7 +86,7 @@ async def get_tushare_toolset(extra: Sequence[BaseTool] = ()) -> TushareToolset:
     )
     entry = _cached
     if entry is None or entry[0] != key:
-        task = asyncio.create_task(_connect(settings.tushare_mcp_url, token, extras))
+        task = asyncio.create_task(_connect(settings, token, extras))
         task.add_done_callback(_forget_if_failed)
         entry = _cached = (key, task)
     # Shielded: one caller giving up must not cancel the connect others wait for.

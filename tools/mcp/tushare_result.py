@@ -31,14 +31,14 @@ class Table:
 
 
 @dataclass(frozen=True)
-class ApiError:
+class ErrorReply:
     """A `{code, msg}` answer: rate or permission limits (40203) and the like."""
 
     code: int | str
     msg: str
 
 
-def parse_data(data: Any) -> Table | ApiError | None:
+def parse_data(data: Any) -> Table | ErrorReply | None:
     """The rows (or the API error) in decoded JSON, or None when it has no known shape."""
     if isinstance(data, list):
         if all(isinstance(row, dict) for row in data):
@@ -56,7 +56,7 @@ def parse_data(data: Any) -> Table | ApiError | None:
         return Table(fields=names, rows=rows)
     code = data.get("code")
     if code not in (None, 0, "0") and ("msg" in data or "message" in data):
-        return ApiError(code=code, msg=str(data.get("msg") or data.get("message") or ""))
+        return ErrorReply(code=code, msg=str(data.get("msg") or data.get("message") or ""))
     for key in _NESTED_KEYS:
         if key in data:
             nested = parse_data(data[key])
@@ -65,7 +65,7 @@ def parse_data(data: Any) -> Table | ApiError | None:
     return None
 
 
-def parse_text(text: str) -> Table | ApiError | None:
+def parse_text(text: str) -> Table | ErrorReply | None:
     """`parse_data` of a text block; None when it is not JSON of a known shape."""
     try:
         data = json.loads(text)
@@ -82,9 +82,9 @@ def _cell(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else str(value)
 
 
-def render(parsed: Table | ApiError, *, max_rows: int = MAX_RENDERED_ROWS) -> str:
+def render(parsed: Table | ErrorReply, *, max_rows: int = MAX_RENDERED_ROWS) -> str:
     """A compact pipe-separated table (header first), or the `错误:` text of an API error."""
-    if isinstance(parsed, ApiError):
+    if isinstance(parsed, ErrorReply):
         return API_ERROR.format(code=parsed.code, msg=parsed.msg)
     if not parsed.rows:
         return EMPTY_TABLE

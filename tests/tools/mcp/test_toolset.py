@@ -6,11 +6,13 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
+from langchain_core.tools import BaseTool
 
-from app.settings import get_settings
 from tests.doubles.tushare_mcp import TushareMCP
 from tools.errors import ToolsetUnavailable
-from tools.mcp.toolset import TOKEN_HINT, forget_tushare_toolset, get_tushare_toolset
+from tools.mcp.toolset import TOKEN_HINT, TushareToolset, forget_tushare_toolset
+from tools.mcp.toolset import get_tushare_toolset as connect_toolset
+from tools.settings import ToolSettings, TushareSettings
 
 TOKEN = "tushare-token-a81c44d2"
 
@@ -32,7 +34,11 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[TushareMCP]:
 def point_at(monkeypatch: pytest.MonkeyPatch, url: str, token: str) -> None:
     monkeypatch.setenv("TUSHARE_MCP_URL", url)
     monkeypatch.setenv("TUSHARE_TOKEN", token)
-    get_settings.cache_clear()
+
+
+async def get_tushare_toolset(extra: tuple[BaseTool, ...] = ()) -> TushareToolset:
+    """The toolset for the settings the test's environment gives now."""
+    return await connect_toolset(TushareSettings(), extra)
 
 
 def initializations(server: TushareMCP) -> int:
@@ -50,9 +56,9 @@ async def test_without_a_token_the_toolset_is_unavailable_with_a_hint() -> None:
 async def test_the_toolset_holds_the_mcp_tools_resolve_stock_and_the_extras(
     server: TushareMCP,
 ) -> None:
-    from tools.report import SAVE_REPORT
+    from tools.report import report_tool
 
-    toolset = await get_tushare_toolset((SAVE_REPORT,))
+    toolset = await get_tushare_toolset((report_tool(ToolSettings()),))
     names = [tool.name for tool in toolset.tools]
     assert names == ["stock_basic", "daily", "monthly", "resolve_stock", "save_report"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tools.mcp.tushare_result import ApiError, Table, parse_text, readable, render
+from tools.mcp.tushare_result import ErrorReply, Table, parse_text, readable, render
 
 BAR = {"ts_code": "000001.SZ", "trade_date": "20251231", "close": 11.2, "vol": 1234.5}
 
@@ -21,7 +21,7 @@ def test_fields_and_items_become_row_objects() -> None:
 
 def test_a_code_and_msg_answer_is_an_api_error() -> None:
     parsed = parse_text('{"code": 40203, "msg": "抱歉，您每分钟最多访问该接口2次"}')
-    assert parsed == ApiError(code=40203, msg="抱歉，您每分钟最多访问该接口2次")
+    assert parsed == ErrorReply(code=40203, msg="抱歉，您每分钟最多访问该接口2次")
 
 
 def test_the_http_api_envelope_with_code_zero_is_its_data() -> None:
@@ -46,7 +46,7 @@ def test_rows_render_as_a_header_line_rows_and_a_count() -> None:
 
 
 def test_an_api_error_renders_as_error_text_with_its_code() -> None:
-    text = render(ApiError(code=40203, msg="权限不足"))
+    text = render(ErrorReply(code=40203, msg="权限不足"))
     assert text.startswith("错误:")
     assert "40203" in text
     assert "权限不足" in text

@@ -29,6 +29,7 @@ from langgraph.types import StateSnapshot
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
+from graphs.tools_node import outcome_of
 from tools.interrupts import response_schema
 
 GRAPH_KEY = "graph_id"
@@ -80,7 +81,7 @@ async def pending_interrupts(
 
 
 def to_agui_interrupt(interrupt_id: str, payload: Any, tool_call_id: str | None) -> Interrupt:
-    """One LangGraph interrupt (its DESIGN.md payload) as an AG-UI Interrupt."""
+    """One LangGraph interrupt (its `tools.interrupts` payload) as an AG-UI Interrupt."""
     if not isinstance(payload, dict):
         payload = {"type": "input", "message": str(payload)}
     return Interrupt(
@@ -129,8 +130,17 @@ def text_of(content: str | list[Any]) -> str:
     return "".join(parts)
 
 
+def tool_result_metadata(message: ToolMessage) -> dict[str, Any]:
+    """How a tool call ended, as data: `{"outcome": "ok" | "error" | "declined" | ...}`."""
+    return {"outcome": outcome_of(message)}
+
+
 def to_agui_messages(messages: Sequence[AnyMessage]) -> list[Message]:
-    """LangChain messages as AG-UI messages (tool calls and results included)."""
+    """LangChain messages as AG-UI messages: the one converter from graph state.
+
+    A tool message carries its outcome in `metadata`, and a failed one its text in
+    `error` too, so clients read failure from data, not from the text.
+    """
     result: list[Message] = []
     for message in messages:
         message_id = message.id or ""
@@ -154,11 +164,14 @@ def to_agui_messages(messages: Sequence[AnyMessage]) -> list[Message]:
                 )
             )
         elif isinstance(message, ToolMessage):
+            content = text_of(message.content)
             result.append(
                 AguiToolMessage(
                     id=message_id,
-                    content=text_of(message.content),
+                    content=content,
                     tool_call_id=message.tool_call_id,
+                    error=content if message.status == "error" else None,
+                    metadata=tool_result_metadata(message),
                 )
             )
     return result

@@ -1,8 +1,8 @@
 """A terminal conversation with one agent: runs, interrupts answered, Ctrl-C, leaving.
 
-The session talks to an `Agent` (in-process: `app.local`, over HTTP: `app.remote`);
-both yield the same AG-UI events, which go to the one renderer (`app.terminal`).
-Interrupts that end a run are asked with `app.asking` and answered in one resume;
+The session talks to an `Agent` (`app.cli.agent`: in-process or over HTTP); both
+yield the same AG-UI events, which go to the one renderer (`app.cli.terminal`).
+Interrupts that end a run are asked with `app.cli.asking` and answered in one resume;
 a refused answer asks again. Ctrl-C while a run streams stops that run and keeps
 the thread usable.
 """
@@ -14,13 +14,12 @@ import signal
 import sys
 import termios
 import uuid
-from collections.abc import AsyncGenerator, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import aclosing, contextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Final, Literal, Protocol
+from typing import Final, Literal
 
 from ag_ui.core import (
-    BaseEvent,
     Interrupt,
     ResumeEntry,
     RunErrorEvent,
@@ -28,9 +27,10 @@ from ag_ui.core import (
 )
 from ag_ui.core.events import RunFinishedInterruptOutcome
 
-from app.asking import EXIT_COMMANDS, Asker, Leave, payload_of
-from app.terminal import Renderer
-from app.threads import ThreadView
+from app.cli.agent import Agent
+from app.cli.asking import EXIT_COMMANDS, Asker, Leave, payload_of
+from app.cli.terminal import Renderer
+from app.core.errors import Conflict, NotFound, ServiceError
 
 EXIT_OK: Final = 0
 EXIT_ERROR: Final = 1
@@ -46,32 +46,6 @@ NEEDS_ANSWER: Final = (
 )
 STILL_PENDING: Final = "问题仍待回答，之后继续：{command}"
 HISTORY_LIMIT: Final = 30
-
-
-class AgentError(Exception):
-    """A readable failure of an agent call: refused run, unknown thread, unreachable server."""
-
-    def __init__(self, message: str, *, code: str | None = None, status: int | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
-        self.status = status
-
-
-class Agent(Protocol):
-    """What a chat needs from an agent, in-process or remote."""
-
-    graph_id: str
-
-    async def thread(self, thread_id: str) -> ThreadView | None: ...
-
-    def run(
-        self,
-        thread_id: str,
-        *,
-        message: str | None = None,
-        resume: Sequence[ResumeEntry] = (),
-    ) -> AsyncGenerator[BaseEvent, None]: ...
 
 
 Kind = Literal["done", "interrupted", "error", "stopped", "needs_answer"]
@@ -144,13 +118,11 @@ class Chat:
         else:
             view = await self.agent.thread(thread_id)
             if view is None:
-                raise AgentError(UNKNOWN_THREAD.format(thread_id=thread_id))
+                raise NotFound("unknown_thread", UNKNOWN_THREAD.format(thread_id=thread_id))
             if view.graph_id is not None and view.graph_id != self.agent.graph_id:
-                raise AgentError(
-                    WRONG_GRAPH.format(
-                        thread_id=thread_id, owner=view.graph_id, graph_id=self.agent.graph_id
-                    )
-                )
+                owner, graph_id = view.graph_id, self.agent.graph_id
+                message = WRONG_GRAPH.format(thread_id=thread_id, owner=owner, graph_id=graph_id)
+                raise Conflict("wrong_graph", message)
             self.thread_id = thread_id
             self.renderer.history(view.messages, limit=HISTORY_LIMIT)
             pending = list(view.interrupts)
@@ -255,7 +227,7 @@ class Chat:
                             ending = Ending("done")
                     elif isinstance(event, RunErrorEvent):
                         ending = Ending("error")
-        except AgentError as exc:
+        except ServiceError as exc:
             self.renderer.close()
             self.renderer.error(exc.message)
             if resume:
@@ -273,7 +245,7 @@ class Chat:
         """The thread's pending interrupts after a refused resume (none if unreadable)."""
         try:
             view = await self.agent.thread(self.thread_id)
-        except AgentError:
+        except ServiceError:
             return []
         return list(view.interrupts) if view is not None else []
 

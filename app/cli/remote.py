@@ -2,7 +2,7 @@
 
 The events are validated into the same typed `ag_ui.core` models the in-process
 transformer yields, so the terminal renderer cannot tell the two apart. Error
-answers (`{"detail", "code"}`) become `AgentError`s with the server's message.
+answers (`{"detail", "code"}`) become `ServiceError`s with the server's message and code.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from ag_ui.core import BaseEvent, Event, ResumeEntry, RunAgentInput, UserMessage
 from httpx_sse import SSEError, aconnect_sse
 from pydantic import TypeAdapter, ValidationError
 
-from app.chat import AgentError
-from app.registry import GraphInfo
-from app.threads import ThreadView
+from app.core.errors import NotFound, ServiceError, Unauthorized, Unreachable
+from app.core.registry import GraphInfo
+from app.core.threads import ThreadView
 
 logger = logging.getLogger(__name__)
 
@@ -65,22 +65,26 @@ class RemoteAgent:
     def url(self) -> str:
         return str(self._client.base_url).rstrip("/")
 
+    def _unreachable(self, exc: httpx.TransportError) -> Unreachable:
+        reason = str(exc) or type(exc).__name__
+        return Unreachable("unreachable", UNREACHABLE.format(url=self.url, reason=reason))
+
     async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
             response = await self._client.request(method, path, **kwargs)
         except httpx.TransportError as exc:
-            raise AgentError(UNREACHABLE.format(url=self.url, reason=_reason(exc))) from None
+            raise self._unreachable(exc) from None
         self._check(response)
         return response
 
     def _check(self, response: httpx.Response) -> None:
         if response.status_code == 401:
-            raise AgentError(UNAUTHORIZED.format(url=self.url), code="unauthorized")
+            raise Unauthorized("unauthorized", UNAUTHORIZED.format(url=self.url))
         if response.status_code >= 400:
             detail, code = _detail(response)
-            raise AgentError(
+            raise ServiceError(
+                code or "http_error",
                 HTTP_ERROR.format(status=response.status_code, detail=detail),
-                code=code,
                 status=response.status_code,
             )
 
@@ -97,14 +101,15 @@ class RemoteAgent:
         offered = [info.id for info in await self.graphs()]
         if self.graph_id not in offered:
             available = ", ".join(offered) or "无"
-            raise AgentError(UNKNOWN_GRAPH.format(graph_id=self.graph_id, available=available))
+            message = UNKNOWN_GRAPH.format(graph_id=self.graph_id, available=available)
+            raise NotFound("unknown_graph", message)
 
     async def thread(self, thread_id: str) -> ThreadView | None:
         """The thread's messages and pending interrupts; None when the server has no such thread."""
         try:
             response = await self._client.get(f"/api/threads/{thread_id}")
         except httpx.TransportError as exc:
-            raise AgentError(UNREACHABLE.format(url=self.url, reason=_reason(exc))) from None
+            raise self._unreachable(exc) from None
         if response.status_code == 404:
             return None
         self._check(response)
@@ -112,7 +117,7 @@ class RemoteAgent:
             return ThreadView.model_validate(response.json())
         except (ValueError, ValidationError):
             logger.warning("unparsable thread view from %s", self.url)
-            raise AgentError(BAD_THREAD_VIEW) from None
+            raise ServiceError("bad_response", BAD_THREAD_VIEW, status=502) from None
 
     async def run(
         self,
@@ -143,13 +148,10 @@ class RemoteAgent:
                             logger.warning("skipped an unknown event: %s", sse.data[:200])
                 except SSEError:
                     kind = source.response.headers.get("content-type", "?")
-                    raise AgentError(NOT_AN_EVENT_STREAM.format(url=self.url, kind=kind)) from None
+                    message = NOT_AN_EVENT_STREAM.format(url=self.url, kind=kind)
+                    raise ServiceError("bad_response", message, status=502) from None
         except httpx.TransportError as exc:
-            raise AgentError(UNREACHABLE.format(url=self.url, reason=_reason(exc))) from None
-
-
-def _reason(exc: httpx.TransportError) -> str:
-    return str(exc) or type(exc).__name__
+            raise self._unreachable(exc) from None
 
 
 @asynccontextmanager

@@ -1,20 +1,14 @@
-"""Preparing a run: new user messages, checked resumes, one run per thread at a time.
+"""Checking a run against its thread and building its input: new messages or checked answers.
 
-Refusals carry an HTTP status by one rule:
-- 409: the thread's state does not allow it now (a run is in progress, the thread
-  belongs to another graph, it waits for answers, nothing is pending, or the
-  interrupt id is not pending);
-- 422: the request itself is wrong (an answer of the wrong shape, a message too
-  long or not text, no new user message, a bad thread id).
-A refused resume changes nothing: the interrupt stays pending.
+Refusals follow the status rule of `app.core.errors`: 409 (`Conflict`) when the
+thread's state does not allow it now, 422 (`Invalid`) when the request itself is
+wrong. A refused resume changes nothing: the interrupt stays pending.
 """
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Sequence
-from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,13 +18,14 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, StateSnapshot
 
-from app.threads import graph_of, run_config
+from app.core.errors import Conflict, Invalid
+from app.core.threads import graph_of, run_config
+from graphs.tools_node import tool_reply
 from tools.interrupts import Cancelled, InvalidAnswer, validate_answer
 
 THREAD_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 
 BAD_THREAD_ID = "invalid thread id {value!r}: use 1-128 letters, digits or ._:@- characters"
-THREAD_BUSY = "thread {thread_id} already has a run in progress; wait for it to finish"
 WRONG_GRAPH = "thread {thread_id} belongs to graph {owner!r}, not {graph_id!r}"
 AWAITING_ANSWERS = (
     "thread {thread_id} is waiting for answers to {ids}: send `resume` "
@@ -50,29 +45,24 @@ MESSAGE_TOO_LARGE = "message {message_id!r} is {size} bytes; the limit is {limit
 CALL_ABANDONED = "该工具调用未执行：上一轮运行已被用户中止。"
 
 
-class RunRefused(Exception):
-    """A run the thread cannot take; `status` is the HTTP status to answer with."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-
-
 @dataclass(frozen=True, slots=True)
 class PreparedRun:
-    """What `events.stream_run` needs: the graph input (or resume) and the config."""
+    """What `events.stream_run` needs: the graph input (or resume) and the config.
+
+    `known` holds the ids of the messages the thread had before, plus the input's:
+    whatever else the thread holds after the run is what the run added.
+    """
 
     thread_id: str
     input: dict[str, Any] | Command
     config: RunnableConfig
+    known: frozenset[str]
 
 
 def check_thread_id(thread_id: str) -> str:
     """Return `thread_id` if it is a usable thread id, else refuse with 422."""
     if not THREAD_ID.fullmatch(thread_id):
-        raise RunRefused(422, "bad_thread_id", BAD_THREAD_ID.format(value=thread_id[:140]))
+        raise Invalid("bad_thread_id", BAD_THREAD_ID.format(value=thread_id[:140]))
     return thread_id
 
 
@@ -96,24 +86,25 @@ async def prepare_run(
     owner = graph_of(snapshot)
     if owner is not None and owner != graph_id:
         message = WRONG_GRAPH.format(thread_id=thread_id, owner=owner, graph_id=graph_id)
-        raise RunRefused(409, "wrong_graph", message)
+        raise Conflict("wrong_graph", message)
+    history: list[AnyMessage] = snapshot.values.get("messages", []) if snapshot.values else []
+    seen = {message.id for message in history if message.id}
     if resume:
-        return PreparedRun(thread_id, Command(resume=_answers(snapshot, thread_id, resume)), config)
+        command: Command[Any] = Command(resume=_answers(snapshot, thread_id, resume))
+        return PreparedRun(thread_id, command, config, frozenset(seen))
     if snapshot.interrupts:
         ids = ", ".join(pending.id for pending in snapshot.interrupts)
-        raise RunRefused(
-            409, "awaiting_answers", AWAITING_ANSWERS.format(thread_id=thread_id, ids=ids)
-        )
-    history: list[AnyMessage] = snapshot.values.get("messages", []) if snapshot.values else []
-    seen = {message.id for message in history}
+        raise Conflict("awaiting_answers", AWAITING_ANSWERS.format(thread_id=thread_id, ids=ids))
     new = [
         _human(message, max_message_bytes)
         for message in messages
         if isinstance(message, UserMessage) and message.id not in seen
     ]
     if not new:
-        raise RunRefused(422, "no_new_message", NO_NEW_MESSAGE)
-    return PreparedRun(thread_id, {"messages": [*_abandoned_calls(history), *new]}, config)
+        raise Invalid("no_new_message", NO_NEW_MESSAGE)
+    added = [*_abandoned_calls(history), *new]
+    known = frozenset(seen | {message.id for message in added if message.id})
+    return PreparedRun(thread_id, {"messages": added}, config, known)
 
 
 def _answers(
@@ -121,7 +112,7 @@ def _answers(
 ) -> dict[str, Any]:
     pending = {interrupt.id: interrupt.value for interrupt in snapshot.interrupts}
     if not pending:
-        raise RunRefused(409, "nothing_pending", NOTHING_PENDING.format(thread_id=thread_id))
+        raise Conflict("nothing_pending", NOTHING_PENDING.format(thread_id=thread_id))
     answers: dict[str, Any] = {}
     for entry in resume:
         interrupt_id = entry.interrupt_id
@@ -129,11 +120,9 @@ def _answers(
             message = UNKNOWN_INTERRUPT.format(
                 interrupt_id=interrupt_id, thread_id=thread_id, ids=", ".join(pending)
             )
-            raise RunRefused(409, "unknown_interrupt", message)
+            raise Conflict("unknown_interrupt", message)
         if interrupt_id in answers:
-            raise RunRefused(
-                422, "duplicate_answer", DUPLICATE_ANSWER.format(interrupt_id=interrupt_id)
-            )
+            raise Invalid("duplicate_answer", DUPLICATE_ANSWER.format(interrupt_id=interrupt_id))
         if entry.status == "cancelled":
             answers[interrupt_id] = {"cancelled": True}
             continue
@@ -144,7 +133,7 @@ def _answers(
             pass  # {"cancelled": true} under status "resolved" is a cancel too
         except InvalidAnswer as exc:
             message = BAD_ANSWER.format(interrupt_id=interrupt_id, reason=exc)
-            raise RunRefused(422, "invalid_answer", message) from None
+            raise Invalid("invalid_answer", message) from None
         answers[interrupt_id] = entry.payload
     return answers
 
@@ -156,11 +145,11 @@ def _human(message: UserMessage, max_bytes: int) -> HumanMessage:
     elif all(isinstance(part, TextPart) for part in content):
         text = "".join(part.text for part in content if isinstance(part, TextPart))
     else:
-        raise RunRefused(422, "unsupported_content", NOT_TEXT.format(message_id=message.id))
+        raise Invalid("unsupported_content", NOT_TEXT.format(message_id=message.id))
     size = len(text.encode())
     if size > max_bytes:
         detail = MESSAGE_TOO_LARGE.format(message_id=message.id, size=size, limit=max_bytes)
-        raise RunRefused(422, "message_too_large", detail)
+        raise Invalid("message_too_large", detail)
     return HumanMessage(content=text, id=message.id)
 
 
@@ -179,66 +168,8 @@ def _abandoned_calls(history: Sequence[AnyMessage]) -> list[ToolMessage]:
                 if isinstance(later, ToolMessage)
             }
             return [
-                ToolMessage(
-                    content=CALL_ABANDONED,
-                    name=call["name"],
-                    tool_call_id=call["id"] or "",
-                    status="error",
-                )
+                tool_reply(call, CALL_ABANDONED, "abandoned")
                 for call in message.tool_calls
                 if call["id"] not in answered
             ]
     return []
-
-
-class ThreadLocks:
-    """One run per thread at a time, in this process."""
-
-    def __init__(self, *, abandoned_wait_s: float = 5.0) -> None:
-        self._leases: dict[str, Lease] = {}
-        self._abandoned_wait_s = abandoned_wait_s
-
-    def busy(self, thread_id: str) -> bool:
-        return thread_id in self._leases
-
-    async def claim(self, thread_id: str) -> Lease:
-        """The thread's lease; refuse with 409 while another run holds it.
-
-        A run whose client has gone away is being cancelled: wait (briefly) for it
-        to let go instead of refusing, so a "stop, then send" from a UI just works.
-        """
-        held = self._leases.get(thread_id)
-        if held is not None and held.abandoned:
-            with suppress(TimeoutError):
-                async with asyncio.timeout(self._abandoned_wait_s):
-                    await held.released.wait()
-            held = self._leases.get(thread_id)
-        if held is not None:
-            raise RunRefused(409, "thread_busy", THREAD_BUSY.format(thread_id=thread_id))
-        lease = Lease(self, thread_id)
-        self._leases[thread_id] = lease
-        return lease
-
-    def _release(self, lease: Lease) -> None:
-        if self._leases.get(lease.thread_id) is lease:
-            del self._leases[lease.thread_id]
-
-
-class Lease:
-    """A claim on one thread; `release()` is idempotent."""
-
-    __slots__ = ("_locks", "abandoned", "released", "thread_id")
-
-    def __init__(self, locks: ThreadLocks, thread_id: str) -> None:
-        self._locks = locks
-        self.thread_id = thread_id
-        self.abandoned = False
-        self.released = asyncio.Event()
-
-    def abandon(self) -> None:
-        """The client went away: the run is about to be cancelled."""
-        self.abandoned = True
-
-    def release(self) -> None:
-        self._locks._release(self)
-        self.released.set()

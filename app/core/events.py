@@ -1,6 +1,6 @@
 """LangGraph stream -> AG-UI 1.0 events: the one transformer every client shares.
 
-`stream_run` drives a compiled ReAct graph (nodes "agent" and "tools") and yields
+`stream_run` drives a compiled ReAct graph (`AGENT_NODE`, `TOOLS_NODE`) and yields
 typed `ag_ui.core` events in the contract's order: RUN_STARTED, per model turn the
 text and tool-call events, TOOL_CALL_RESULT per executed call, STEP_STARTED/FINISHED
 per node, then RUN_FINISHED (outcome success or interrupt) or RUN_ERROR. No HTTP here:
@@ -11,7 +11,8 @@ in one chunk with the name, interleaved between parallel calls, or not streamed 
 all), the TOOL_CALL_ARGS deltas of one call concatenate to its complete JSON
 arguments. Chunks are tracked by their `index`; the final AIMessage of the agent
 node's update is the truth, and whatever the chunks missed is emitted from it before
-TOOL_CALL_END.
+TOOL_CALL_END. A TOOL_CALL_RESULT carries the call's outcome in `metadata`
+(`{"outcome": "ok" | "error" | "declined" | ...}`).
 """
 
 from __future__ import annotations
@@ -22,15 +23,11 @@ import time
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, cast
+from typing import Any, Final, cast
 
 from ag_ui.core import (
-    AssistantMessage,
     BaseEvent,
     CustomEvent,
-    FunctionCall,
-    Interrupt,
-    Message,
     RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
@@ -39,13 +36,11 @@ from ag_ui.core import (
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
-    ToolCall,
     ToolCallArgsEvent,
     ToolCallEndEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
-from ag_ui.core import ToolMessage as AguiToolMessage
 from ag_ui.core.events import RunFinishedInterruptOutcome, RunFinishedSuccessOutcome
 from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -53,16 +48,15 @@ from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, StreamMode
 
-from app.threads import pending_interrupts, text_of
+from app.core.threads import pending_interrupts, text_of, tool_result_metadata
 from graphs.model import ModelError, ModelNotConfigured
+from graphs.react import AGENT_NODE, TOOLS_NODE
 
 logger = logging.getLogger(__name__)
 
 STREAM_MODES: Final[list[StreamMode]] = ["messages", "updates", "custom"]
 # Without "messages" the model is not asked to stream: each turn arrives whole.
 WHOLE_MODES: Final[list[StreamMode]] = ["updates", "custom"]
-AGENT_NODE: Final = "agent"
-TOOLS_NODE: Final = "tools"
 _INTERRUPT_KEY: Final = "__interrupt__"
 
 # What a client reads when a run fails: readable, no secrets, no stack trace.
@@ -91,7 +85,7 @@ async def stream_run(
     checkpoint. Logs one summary line per run.
     """
     started = time.perf_counter()
-    tracker = _Tracker()
+    tracker = EventTransformer()
     outcome = "cancelled"
     yield RunStartedEvent(thread_id=thread_id, run_id=run_id)
     try:
@@ -169,8 +163,8 @@ class _Turn:
     last_key: int | str | None = None
 
 
-class _Tracker:
-    """Folds stream items into events; `drain()` hands out what is ready."""
+class EventTransformer:
+    """Folds LangGraph stream items into AG-UI events; `drain()` hands out what is ready."""
 
     def __init__(self) -> None:
         self._out: list[BaseEvent] = []
@@ -344,6 +338,7 @@ class _Tracker:
                         tool_call_id=message.tool_call_id,
                         content=text_of(message.content),
                         role="tool",
+                        metadata=tool_result_metadata(message),
                     )
                 )
 
@@ -366,87 +361,3 @@ def _missing_args(streamed: str, args: Mapping[str, Any]) -> str:
     whole = _dumps(args)
     # A cut-off stream can be completed; a diverging one cannot be taken back.
     return whole[len(streamed) :] if whole.startswith(streamed) else ""
-
-
-@dataclass(slots=True)
-class _Assistant:
-    id: str
-    text: list[str] = field(default_factory=list)
-    calls: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class RunResult:
-    """A run's events folded up: the new messages, and how the run ended."""
-
-    messages: list[Message]
-    interrupts: list[Interrupt]
-    error: RunErrorEvent | None
-
-    @property
-    def status(self) -> Literal["done", "interrupted", "error"]:
-        if self.error is not None:
-            return "error"
-        return "interrupted" if self.interrupts else "done"
-
-
-class RunCollector:
-    """Folds a run's AG-UI events into AG-UI messages (for plain-JSON answers)."""
-
-    def __init__(self) -> None:
-        self._order: list[_Assistant | AguiToolMessage] = []
-        self._assistants: dict[str, _Assistant] = {}
-        self._calls: dict[str, list[str]] = {}
-        self._interrupts: list[Interrupt] = []
-        self._error: RunErrorEvent | None = None
-
-    def _assistant(self, message_id: str) -> _Assistant:
-        found = self._assistants.get(message_id)
-        if found is None:
-            found = self._assistants[message_id] = _Assistant(message_id)
-            self._order.append(found)
-        return found
-
-    def add(self, event: BaseEvent) -> None:
-        """Take the next event of the run."""
-        if isinstance(event, TextMessageContentEvent):
-            self._assistant(event.message_id).text.append(event.delta)
-        elif isinstance(event, ToolCallArgsEvent):
-            self._calls[event.tool_call_id].append(event.delta)
-        elif isinstance(event, TextMessageStartEvent):
-            self._assistant(event.message_id)
-        elif isinstance(event, ToolCallStartEvent):
-            parts: list[str] = []
-            self._calls[event.tool_call_id] = parts
-            owner = self._assistant(event.parent_message_id or event.tool_call_id)
-            owner.calls[event.tool_call_id] = (event.tool_call_name, parts)
-        elif isinstance(event, ToolCallResultEvent):
-            content = event.content if isinstance(event.content, str) else ""
-            self._order.append(
-                AguiToolMessage(
-                    id=event.message_id, content=content, tool_call_id=event.tool_call_id
-                )
-            )
-        elif isinstance(event, RunFinishedEvent):
-            if isinstance(event.outcome, RunFinishedInterruptOutcome):
-                self._interrupts = list(event.outcome.interrupts)
-        elif isinstance(event, RunErrorEvent):
-            self._error = event
-
-    def result(self) -> RunResult:
-        """The messages in the order they began, the interrupts, the error if any."""
-        messages: list[Message] = []
-        for item in self._order:
-            if isinstance(item, _Assistant):
-                calls = [
-                    ToolCall(id=call_id, function=FunctionCall(name=name, arguments="".join(args)))
-                    for call_id, (name, args) in item.calls.items()
-                ]
-                messages.append(
-                    AssistantMessage(
-                        id=item.id, content="".join(item.text) or None, tool_calls=calls or None
-                    )
-                )
-            else:
-                messages.append(item)
-        return RunResult(messages=messages, interrupts=self._interrupts, error=self._error)

@@ -1,6 +1,6 @@
 """The `chat` and `graphs` commands: the terminal side of the CLI.
 
-Kept apart from `app.cli` so that `react-agent serve` never imports the terminal stack.
+Kept apart from `app.main` so that `react-agent serve` never imports the terminal stack.
 """
 
 from __future__ import annotations
@@ -19,12 +19,14 @@ from prompt_toolkit.output import create_output
 from pydantic import ValidationError
 from rich.console import Console
 
-from app.asking import Asker
-from app.chat import EXIT_ERROR, Agent, AgentError, Chat
-from app.registry import GraphInfo, available_graphs, describe
-from app.remote import connect
+from app.cli.agent import Agent
+from app.cli.asking import Asker
+from app.cli.chat import EXIT_ERROR, Chat
+from app.cli.remote import connect
+from app.cli.terminal import ERROR_LINE, Renderer
+from app.core.errors import ServiceError
+from app.core.registry import GraphInfo, available_graphs, describe
 from app.settings import Settings, get_settings
-from app.terminal import ERROR_LINE, Renderer
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +85,7 @@ async def _agent(args: argparse.Namespace, settings: Settings) -> AsyncIterator[
             yield remote
     else:
         # Imported here: the model client stack is only needed to run in-process.
-        from app.local import open_local
+        from app.cli.local import open_local
 
         async with open_local(args.graph, settings) as local:
             yield local
@@ -112,7 +114,7 @@ async def _converse(args: argparse.Namespace, settings: Settings) -> int:
                 if args.message is not None:
                     return await chat.one_shot(args.message, pending)
                 return await chat.interactive(pending)
-        except AgentError as exc:
+        except ServiceError as exc:
             renderer.close()
             renderer.error(exc.message)
             return EXIT_ERROR
@@ -150,11 +152,11 @@ def graphs(args: argparse.Namespace) -> int:
 
         try:
             infos = asyncio.run(listing())
-        except AgentError as exc:
+        except ServiceError as exc:
             _fail(exc.message)
             return EXIT_ERROR
     else:
-        infos = describe(available_graphs())
+        infos = describe(available_graphs(settings))
     console = _console()
     width = max((len(info.id) for info in infos), default=0)
     for info in infos:

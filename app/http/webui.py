@@ -1,4 +1,4 @@
-"""The browser UI: the Vite build in `app/web/dist` served at `/`.
+"""The browser UI: the Vite build of `web/` (in `app/http/static`) served at `/`.
 
 `index.html` is revalidated on every load (a new build renames its assets), the
 hashed files under `/assets` are cached for a year. Without a build, `/` answers a
@@ -16,7 +16,7 @@ from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.responses import Response
 
-WEB_DIST = Path(__file__).parent / "web" / "dist"
+WEB_DIST = Path(__file__).parent / "static"
 
 INDEX_CACHE = "no-cache"
 ASSET_CACHE = "public, max-age=31536000, immutable"

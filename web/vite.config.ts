@@ -1,11 +1,12 @@
 import { defineConfig } from "vite";
 
-// `npm run dev` proxies the API to a local `react-agent serve`; the build is served by
-// the service itself (app/webui.py) from dist/, hashed files under /assets.
+// `npm run dev` proxies the API to a local `react-agent serve`; the build goes into the
+// HTTP package (app/http/static, served by app/http/webui.py), hashed files under /assets.
 export default defineConfig({
   base: "/",
   build: {
-    outDir: "dist",
+    outDir: "../app/http/static",
+    emptyOutDir: true,
     assetsDir: "assets",
     target: "es2022",
     sourcemap: false,

@@ -29,7 +29,7 @@ from prompt_toolkit.widgets import Box, CheckboxList, Label
 from rich.console import Console
 from rich.text import Text
 
-from app.terminal import USER_PREFIX
+from app.cli.terminal import USER_PREFIX
 from tools.interrupts import Cancelled, InvalidAnswer, validate_answer
 
 CHAT_PROMPT: Final = USER_PREFIX

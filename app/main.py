@@ -1,4 +1,4 @@
-"""The `react-agent` command line."""
+"""The `react-agent` command: `serve` runs the HTTP server, `chat`/`graphs` the terminal."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from app.registry import GRAPH_MODULES
+from app.core.registry import GRAPH_MODULES
 from app.settings import get_settings
 
 
@@ -44,9 +44,9 @@ def _serve(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from app.server import create_app
+    from app.http.server import create_app
 
-    # One line per run from app.events; per-request lines (access log, httpx) would
+    # One line per run from app.core.events; per-request lines (access log, httpx) would
     # only cost time on the hot path.
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -70,8 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "serve":
         return _serve(args)
     # The terminal stack is imported only for the commands that use it.
-    from app import commands
-    from app.chat import EXIT_STOPPED
+    from app.cli import commands
+    from app.cli.chat import EXIT_STOPPED
 
     try:
         if args.command == "chat":

@@ -1,4 +1,8 @@
-"""The agents the service offers: graph id -> module exporting `DESCRIPTION` and `make_graph`."""
+"""The agents the service offers: graph id -> module exporting `DESCRIPTION` and `make_graph`.
+
+A graph module's `make_graph(checkpointer, settings)` builds its agent; the service
+passes its own settings, so every graph and tool runs as the service was configured.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from types import ModuleType
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
-from app.settings import get_settings
+from app.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -38,17 +42,19 @@ def _load(module_name: str) -> ModuleType | None:
         return None
 
 
-def _graph_modules() -> dict[str, str]:
+def _graph_modules(settings: Settings) -> dict[str, str]:
     # AGENT_EXTRA_GRAPHS adds graphs (the benchmark's) after the product agents, never over one.
-    pairs = (item.partition("=") for item in get_settings().agent_extra_graphs.split(","))
+    pairs = (item.partition("=") for item in settings.agent_extra_graphs.split(","))
     extra = {key.strip(): value.strip() for key, _, value in pairs if key.strip() and value}
     return GRAPH_MODULES | {key: value for key, value in extra.items() if key not in GRAPH_MODULES}
 
 
-def available_graphs() -> dict[str, ModuleType]:
-    """Graph id -> its module, for every agent whose module is present."""
+def available_graphs(settings: Settings, only: str | None = None) -> dict[str, ModuleType]:
+    """Graph id -> its module, for every agent whose module is present (or just `only`)."""
     found: dict[str, ModuleType] = {}
-    for graph_id, module_name in _graph_modules().items():
+    for graph_id, module_name in _graph_modules(settings).items():
+        if only is not None and graph_id != only:
+            continue
         module = _load(module_name)
         if module is not None:
             found[graph_id] = module
@@ -64,7 +70,9 @@ def describe(modules: dict[str, ModuleType]) -> list[GraphInfo]:
 
 
 def compile_graphs(
-    modules: dict[str, ModuleType], checkpointer: Checkpointer
+    modules: dict[str, ModuleType], checkpointer: Checkpointer, settings: Settings
 ) -> dict[str, CompiledStateGraph]:
-    """Every agent compiled with `checkpointer` (done once, at start-up)."""
-    return {graph_id: module.make_graph(checkpointer) for graph_id, module in modules.items()}
+    """Every agent compiled with `checkpointer` and `settings` (done once, at start-up)."""
+    return {
+        graph_id: module.make_graph(checkpointer, settings) for graph_id, module in modules.items()
+    }

@@ -1,4 +1,4 @@
-"""The durable SQLite checkpointer: one saver per process on AGENT_DB."""
+"""The durable store: the SQLite checkpointer, one saver per process on AGENT_DB."""
 
 from __future__ import annotations
 

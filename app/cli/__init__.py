@@ -1,0 +1,1 @@
+"""The terminal client: `react-agent chat` and `graphs`, in-process or against a server."""

@@ -1,0 +1,93 @@
+"""The FastAPI application: the run core served over HTTP, plus the web UI.
+
+The lifespan opens the run core (`app.core.service.open_service`) once; the routes
+(`app.http.routes`) reach it through a dependency. Every refusal is a
+`app.core.errors.ServiceError`, answered by one handler as JSON
+`{"detail": <readable message>, "code": <machine code>}` with its status.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from ag_ui.core import RunAgentInput
+from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
+
+from app.core.errors import ServiceError
+from app.core.service import open_service
+from app.http.routes import ChatRequest, api
+from app.http.webui import mount_web_ui
+from app.settings import Settings, get_settings
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the ASGI app; `settings` (default: the environment's) reach every graph and tool."""
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with open_service(settings) as service:
+            app.state.service = service
+            yield
+
+    app = FastAPI(
+        title="react-agent",
+        summary="LangGraph ReAct agents over AG-UI 1.0 (SSE) and plain JSON.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    if settings.agent_cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.agent_cors_origins,
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["Authorization", "Content-Type", "Accept"],
+        )
+    app.add_exception_handler(ServiceError, _service_error)
+
+    @app.get("/healthz", tags=["service"])
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    app.include_router(api)
+    _document_bodies(app, {"/api/agents/{graph_id}": RunAgentInput, "/api/chat": ChatRequest})
+    mount_web_ui(app)
+    return app
+
+
+def _document_bodies(app: FastAPI, bodies: dict[str, type[BaseModel]]) -> None:
+    """Show the request schemas of routes that parse their own body in /docs."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
+        schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+        for path, model in bodies.items():
+            body_schema = model.model_json_schema(
+                by_alias=True, ref_template="#/components/schemas/{model}"
+            )
+            schemas.update(body_schema.pop("$defs", {}))
+            schemas[model.__name__] = body_schema
+            ref = {"$ref": f"#/components/schemas/{model.__name__}"}
+            schema["paths"][path]["post"]["requestBody"] = {
+                "required": True,
+                "content": {"application/json": {"schema": ref}},
+            }
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+async def _service_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ServiceError)
+    return JSONResponse(
+        {"detail": exc.message, "code": exc.code}, status_code=exc.status, headers=exc.headers
+    )

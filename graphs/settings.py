@@ -1,0 +1,29 @@
+"""The graphs' configuration: the model endpoint and the four guards of the loop.
+
+`GraphSettings` extends the tools' settings, so one object configures a graph and
+every tool it builds; the service extends it in turn with its own fields.
+"""
+
+from __future__ import annotations
+
+from pydantic import AliasChoices, Field, SecretStr
+
+from tools.settings import ToolSettings
+
+
+class GraphSettings(ToolSettings):
+    """Model and guard settings (plus the tools'); see the README's table."""
+
+    # Model: any OpenAI-compatible chat endpoint.
+    openai_api_key: SecretStr | None = None
+    openai_base_url: str | None = None
+    openai_model: str | None = None
+    openai_timeout_s: float = Field(60.0, gt=0, validation_alias="OPENAI_TIMEOUT")
+    openai_max_retries: int = Field(2, ge=0, validation_alias="OPENAI_MAX_RETRIES")
+
+    # The four guards of the tools loop.
+    agent_max_steps: int = Field(12, ge=1, description="model turns per run")
+    agent_max_calls_per_tool: int = Field(6, ge=1, description="calls of one tool per run")
+    agent_tool_timeout_s: float = Field(
+        30.0, gt=0, validation_alias=AliasChoices("AGENT_TOOL_TIMEOUT", "AGENT_TOOL_TIMEOUT_S")
+    )

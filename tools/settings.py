@@ -1,0 +1,47 @@
+"""The tools' configuration: Open-Meteo, Tushare MCP and the reports directory.
+
+Each tool takes its settings as a parameter; nothing here is read at import. The
+graphs extend `ToolSettings` with their own fields, and the service extends those.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class EnvSettings(BaseSettings):
+    """Settings read from the environment and `.env`: typed, frozen, unknown keys ignored."""
+
+    model_config = SettingsConfigDict(
+        env_file=".env", env_file_encoding="utf-8", extra="ignore", frozen=True
+    )
+
+
+class OpenMeteoSettings(EnvSettings):
+    """Where `get_weather` finds Open-Meteo, and how long it waits."""
+
+    open_meteo_geocoding_url: str = "https://geocoding-api.open-meteo.com/v1/search"
+    open_meteo_forecast_url: str = "https://api.open-meteo.com/v1/forecast"
+    open_meteo_timeout_s: float = Field(10.0, gt=0, validation_alias="OPEN_METEO_TIMEOUT")
+
+
+class TushareSettings(EnvSettings):
+    """The Tushare MCP server, its token and timeouts."""
+
+    tushare_token: SecretStr | None = None
+    tushare_mcp_url: str = "https://api.tushare.pro/mcp/"
+    tushare_connect_timeout_s: float = Field(15.0, gt=0, validation_alias="TUSHARE_CONNECT_TIMEOUT")
+    tushare_call_timeout_s: float = Field(30.0, gt=0, validation_alias="TUSHARE_CALL_TIMEOUT")
+
+
+class ReportSettings(EnvSettings):
+    """Where `save_report` writes."""
+
+    agent_reports_dir: Path = Path("data/reports")
+
+
+class ToolSettings(OpenMeteoSettings, TushareSettings, ReportSettings):
+    """Every tool's settings in one object (what a graph passes down)."""
