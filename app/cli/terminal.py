@@ -50,10 +50,6 @@ USER_PREFIX: Final = "你> "
 HISTORY_RULE: Final = "以上是历史记录"
 EARLIER_OMITTED: Final = "（省略了更早的 {count} 条消息）"
 
-# Results the tools node and the ask tools write when a call did not do its job
-# (see graphs.tools_node and tools.interrupts): shown as a failure, not a success.
-FAILURE_PREFIXES: Final = ("错误", "用户拒绝", "用户取消", "调用已拦截", "重复调用已拦截")
-
 MAX_ARG_CHARS: Final = 40
 REFRESH_PER_SECOND: Final = 12
 
@@ -100,9 +96,12 @@ def result_summary(content: str) -> str:
     return " · ".join(line for line in lines if line) or "（无输出）"
 
 
-def is_failure(content: str) -> bool:
-    """Whether a tool result says the call failed, was refused or was declined."""
-    return content.lstrip().startswith(FAILURE_PREFIXES)
+def did_fail(metadata: Any, error: str | None = None) -> bool:
+    """Whether a tool result's data says the call did not succeed (`metadata.outcome`)."""
+    outcome = metadata.get("outcome") if isinstance(metadata, dict) else None
+    if isinstance(outcome, str):
+        return outcome != "ok"
+    return error is not None
 
 
 def _cut(value: str, limit: int = MAX_ARG_CHARS) -> str:
@@ -158,7 +157,7 @@ class Renderer:
             self._tool_running(event.tool_call_id)
         elif isinstance(event, ToolCallResultEvent):
             content = event.content if isinstance(event.content, str) else ""
-            self._tool_result(event.tool_call_id, content)
+            self._tool_result(event.tool_call_id, content, failed=did_fail(event.metadata))
         elif isinstance(event, RunStartedEvent):
             self._spin(THINKING)
         elif isinstance(event, RunFinishedEvent):
@@ -218,7 +217,8 @@ class Renderer:
                     self._print_markdown(message.content)
             elif isinstance(message, ToolMessage):
                 content = message.content if isinstance(message.content, str) else ""
-                self._summary(calls.get(message.tool_call_id) or _Call("tool"), content)
+                call = calls.get(message.tool_call_id) or _Call("tool")
+                self._summary(call, content, failed=did_fail(message.metadata, message.error))
         self.console.rule(Text(HISTORY_RULE, style="dim"), style="dim")
 
     # --- text ------------------------------------------------------------------------
@@ -267,13 +267,13 @@ class Renderer:
         self._running.append(tool_call_id)
         self._spin(RUNNING.format(names=", ".join(self._names(self._running))))
 
-    def _tool_result(self, tool_call_id: str, content: str) -> None:
+    def _tool_result(self, tool_call_id: str, content: str, *, failed: bool) -> None:
         call = self._calls.pop(tool_call_id, None) or _Call("tool")
         if tool_call_id in self._running:
             self._running.remove(tool_call_id)
         self._stop_live()
         # The user has just seen (and answered) this call's question: no need to repeat it.
-        self._summary(call, content, with_args=tool_call_id not in self._asked)
+        self._summary(call, content, failed=failed, with_args=tool_call_id not in self._asked)
         self._asked.discard(tool_call_id)
         if self._running:
             self._spin(RUNNING.format(names=", ".join(self._names(self._running))))
@@ -283,8 +283,7 @@ class Renderer:
     def _names(self, call_ids: Iterable[str]) -> list[str]:
         return [self._calls[call_id].name for call_id in call_ids if call_id in self._calls]
 
-    def _summary(self, call: _Call, content: str, *, with_args: bool = True) -> None:
-        failed = is_failure(content)
+    def _summary(self, call: _Call, content: str, *, failed: bool, with_args: bool = True) -> None:
         line = Text("  ")
         line.append("✗ " if failed else "✓ ", style="red" if failed else "green")
         line.append(call.name, style="bold")

@@ -194,3 +194,25 @@ def test_parallel_questions_are_asked_in_turn_and_answered_in_one_resume(
     term.line("深圳")
     term.expect("从广州到深圳。")
     assert sorted(tool_results(llm.requests[1])) == ["用户回答：广州", "用户回答：深圳"]
+
+
+def test_a_failed_tool_call_is_marked_failed_live_and_in_the_resumed_history(
+    cli: Cli, llm: ScriptedLLM
+) -> None:
+    # "查询「…」天气失败：…" starts with no error prefix: the ✗ comes from the result's data.
+    llm.script(tool_call("get_weather", {"location": "火星基地"}), text("没有找到这个地方。"))
+    term = cli("chat", "weather")
+    thread_id = term.thread_id()
+    term.expect(CHAT_PROMPT)
+    term.line("火星基地的天气")
+    term.expect("✗ get_weather")
+    term.expect("没有找到这个地方。")
+    term.expect(CHAT_PROMPT)
+    term.line("/exit")
+    assert term.exit_code() == 0
+
+    resumed = cli("chat", "weather", "--thread", thread_id)
+    resumed.expect("✗ get_weather")
+    resumed.expect(CHAT_PROMPT)
+    resumed.line("/exit")
+    assert resumed.exit_code() == 0

@@ -324,3 +324,22 @@ def test_a_destructive_confirm_is_drawn_in_the_warning_colour(chat: Chat) -> Non
     expect(control.get_by_role("button", name="拒绝")).to_be_focused()
     expect(control.locator(".tool-pre")).to_contain_text('"pattern": "*.md"')
     chat.shot("interrupt-confirm-destructive")
+
+
+def test_a_failed_tool_call_is_shown_failed_because_its_result_says_so(
+    chat: Chat, llm: ScriptedLLM
+) -> None:
+    # The lookup's text ("查询「…」天气失败：…") has none of the usual error prefixes:
+    # only the result's outcome can tell the page that the call failed.
+    llm.script(tool_call("get_weather", {"location": "火星基地"}), text("没有找到这个地方。"))
+    chat.open("weather")
+    chat.send("火星基地的天气")
+
+    card = chat.tool("get_weather")
+    expect(card).to_have_attribute("data-state", "failed")
+    expect(card.locator(".tool-state")).to_have_text("失败")
+    expect(chat.answers.last).to_contain_text("没有找到这个地方")
+    chat.wait_idle()
+
+    chat.page.reload()  # the history from the server carries the outcome too
+    expect(chat.tool("get_weather")).to_have_attribute("data-state", "failed")

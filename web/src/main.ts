@@ -24,7 +24,7 @@ import { InterruptControl, type InterruptHandlers } from "./interrupts";
 import { renderGraphs, renderThreads } from "./sidebar";
 import * as store from "./store";
 import type { ThreadEntry } from "./store";
-import { ConversationView, isAskTool } from "./view";
+import { ConversationView, isAskTool, outcomeOf } from "./view";
 import "./style.css";
 
 const STEP_TEXT: Record<string, string> = {
@@ -219,8 +219,9 @@ function renderHistory(messages: Message[]): void {
     } else if (message.role === "tool") {
       const card = view.tool(message.toolCallId);
       const result = textOf(message.content);
-      card.setResult(result);
-      if (isAskTool(card.name)) view.answeredQuestion(questionOf(card.argsText), result);
+      const outcome = outcomeOf(message.metadata, message.error);
+      card.setResult(result, outcome);
+      if (isAskTool(card.name)) view.answeredQuestion(questionOf(card.argsText), result, outcome);
     }
   }
   view.settleTools("stopped");
@@ -416,7 +417,7 @@ async function run(input: RunInput, batch: InterruptControl[] = []): Promise<voi
       setProgress(`正在执行 ${toolCallName}…`);
     },
     onToolCallResultEvent({ event }) {
-      if (mine()) view.tool(event.toolCallId).setResult(textOf(event.content));
+      if (mine()) view.tool(event.toolCallId).setResult(textOf(event.content), outcomeOf(event.metadata));
     },
     onRunFinishedEvent(params) {
       if (mine() && params.outcome === "interrupt") interrupted = params.interrupts;

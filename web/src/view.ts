@@ -25,7 +25,18 @@ const EXAMPLES: Record<string, string[]> = {
   tushare: ["分析一下平安", "分析一下贵州茅台最近的走势", "000001.SZ 的月线趋势如何？"],
 };
 
-const DECLINED = /^(用户拒绝执行|用户取消|该工具调用未执行)/;
+/** How a tool call ended, as the server says in its result (`metadata.outcome`). */
+export type Outcome = string;
+
+// Calls the user (or a stopped run) kept from running, as opposed to calls that failed.
+const NOT_RUN = new Set(["declined", "cancelled", "abandoned"]);
+
+/** The outcome a TOOL_CALL_RESULT event or a tool message carries ("ok" when it says none). */
+export function outcomeOf(metadata: unknown, error?: string | null): Outcome {
+  const outcome = (metadata as { outcome?: unknown } | undefined)?.outcome;
+  if (typeof outcome === "string") return outcome;
+  return error ? "error" : "ok";
+}
 
 // The ask_* tools exist to pause for the user: their interrupt control stands for them on
 // screen, so they get no tool card of their own.
@@ -36,13 +47,21 @@ export function isAskTool(name: string): boolean {
   return ASK_TOOLS.has(name);
 }
 
-export type ToolState = "streaming" | "running" | "waiting" | "done" | "declined" | "stopped";
+export type ToolState =
+  | "streaming"
+  | "running"
+  | "waiting"
+  | "done"
+  | "failed"
+  | "declined"
+  | "stopped";
 
 const STATE_TEXT: Record<ToolState, string> = {
   streaming: "准备参数",
   running: "运行中",
   waiting: "等待你的回答",
   done: "完成",
+  failed: "失败",
   declined: "未执行",
   stopped: "已中止",
 };
@@ -86,6 +105,7 @@ export class ToolCard {
   private readonly preview: HTMLElement;
   private args = "";
   state: ToolState = "streaming";
+  outcome: Outcome | undefined;
 
   constructor(
     readonly id: string,
@@ -146,11 +166,12 @@ export class ToolCard {
     this.brief.textContent = briefArgs(args);
   }
 
-  setResult(content: string): void {
+  setResult(content: string, outcome: Outcome): void {
     this.resultEl.textContent = content || "（空）";
     this.resultBox.hidden = false;
     this.preview.textContent = oneLine(content, 120);
-    this.setState(DECLINED.test(content.trim()) ? "declined" : "done");
+    this.outcome = outcome;
+    this.setState(outcome === "ok" ? "done" : NOT_RUN.has(outcome) ? "declined" : "failed");
   }
 
   setState(state: ToolState): void {
@@ -165,7 +186,7 @@ export class ToolCard {
   }
 
   get finished(): boolean {
-    return this.state === "done" || this.state === "declined";
+    return this.state === "done" || this.state === "failed" || this.state === "declined";
   }
 }
 
@@ -302,8 +323,8 @@ export class ConversationView {
   }
 
   /** A finished ask_* call from history, shown the way a live answered control ends up. */
-  answeredQuestion(message: string, result: string): void {
-    const cancelled = result.startsWith("用户取消");
+  answeredQuestion(message: string, result: string, outcome: Outcome): void {
+    const cancelled = outcome === "cancelled";
     this.add(
       h(
         "section",
