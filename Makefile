@@ -39,9 +39,11 @@ run: install
 	$(BIN)/react-agent serve
 
 test: install browser
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
+	$(BIN)/lint-imports
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy

@@ -1,7 +1,7 @@
 """The human-in-the-loop contract: interrupt payloads, answer validation, asking.
 
 Every pause in the project goes through `ask()`: the payload shapes are those of
-DESIGN.md, and an answer is checked by `validate_answer()` both here (so a graph
+docs/api.md, and an answer is checked by `validate_answer()` both here (so a graph
 driven directly, e.g. from Studio, never sees a bad answer) and by the service
 before it resumes (so a bad answer is refused while the interrupt stays pending).
 """

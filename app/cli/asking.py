@@ -1,6 +1,6 @@
 """Interrupts as terminal prompts (prompt_toolkit), and the chat's own input line.
 
-One prompt per DESIGN.md payload type: `input` (a line editor with the placeholder
+One prompt per interrupt payload type (docs/api.md): `input` (a line editor with the placeholder
 shown), `select` (arrow keys or numbers, Enter), `multi_select` (space toggles,
 Enter submits once `min` are ticked), `confirm` (y/N with the tool, its arguments
 and risk; destructive in red). Every answer is checked with the same
@@ -65,7 +65,7 @@ class Leave(Exception):
 
 
 def payload_of(question: Interrupt) -> dict[str, Any]:
-    """The DESIGN.md payload of an AG-UI interrupt (rebuilt from its fields if absent)."""
+    """The payload (docs/api.md) of an AG-UI interrupt, rebuilt from its fields if absent."""
     payload = (question.metadata or {}).get("payload")
     if isinstance(payload, dict):
         return payload

@@ -281,7 +281,7 @@ def test_two_questions_at_once_go_back_in_one_resume_and_cancel_is_an_answer_too
 
 def test_a_destructive_confirm_is_drawn_in_the_warning_colour(chat: Chat) -> None:
     # No shipped tool is destructive, so this run's stream is a recorded one: the page
-    # renders whatever DESIGN.md payload the service sends.
+    # renders whatever interrupt payload (docs/api.md) the service sends.
     payload = {
         "type": "confirm",
         "message": "确认执行 delete_reports ?",

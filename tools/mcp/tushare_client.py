@@ -1,4 +1,4 @@
-"""The Tushare MCP client shared by the graph and the CLI.
+"""The Tushare MCP client behind the tushare agent's tools (its MCP tools and `resolve_stock`).
 
 Streamable HTTP first, SSE when that fails; the token travels in two headers and
 nowhere else. Each operation opens its own short MCP session inside the calling task:

@@ -1,4 +1,4 @@
-// One control per pending interrupt, built from its DESIGN.md payload (metadata.payload):
+// One control per pending interrupt, built from its payload (metadata.payload; docs/api.md):
 // input, select, multi_select and confirm. The control reports an answer or a cancel;
 // the caller sends it as a `resume` entry and tells the control how it went.
 
