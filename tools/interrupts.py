@@ -129,12 +129,19 @@ def is_cancel(answer: object) -> bool:
 
 
 def validate_answer(payload: Mapping[str, Any], answer: object) -> object:
-    """Return the answer's `value` if it fits `payload`; raise Cancelled or InvalidAnswer."""
+    """Return the answer's `value` if it fits `payload`; raise Cancelled or InvalidAnswer.
+
+    `answer` is `{"value": ...}`, `{"cancelled": true}`, or a bare value as shorthand for
+    `{"value": <it>}` (what Studio's resume box and `Command(resume="北京")` send).
+    """
     if is_cancel(answer):
         raise Cancelled
-    if not isinstance(answer, dict) or "value" not in answer:
-        raise InvalidAnswer('回答格式错误：应为 {"value": ...} 或 {"cancelled": true}')
-    value = answer["value"]
+    if isinstance(answer, dict):
+        if "value" not in answer:
+            raise InvalidAnswer('回答格式错误：应为 {"value": ...} 或 {"cancelled": true}')
+        value = answer["value"]
+    else:
+        value = answer
     kind = payload.get("type")
     values = [option["value"] for option in payload.get("options", [])]
     if kind == "input":

@@ -93,6 +93,41 @@ async def test_missing_city_asks_the_user_then_fetches_that_city(
     assert await pending(graph) == []
 
 
+@pytest.mark.parametrize(
+    ("tool", "args", "bare", "result"),
+    [
+        ("ask_input", {"message": "哪个城市？"}, "北京", "用户回答：北京"),
+        (
+            "ask_choice",
+            {"message": "选哪个？", "options": ["北京", "上海"]},
+            "上海",
+            "用户选择：上海",
+        ),
+        (
+            "ask_multi_choice",
+            {"message": "选几个？", "options": ["北京", "上海"]},
+            ["北京", "上海"],
+            "用户选择：北京、上海",
+        ),
+        ("ask_confirm", {"message": "继续吗？"}, True, "用户确认：是"),
+    ],
+)
+async def test_a_bare_resume_value_answers_like_studio_sends_it(
+    graph: CompiledStateGraph, llm: ScriptedLLM, tool: str, args: Any, bare: Any, result: str
+) -> None:
+    llm.script(tool_call(tool, args))
+    await say(graph, "问我")
+    assert len(await pending(graph)) == 1
+
+    llm.script(text("好的。"))
+    # Studio's resume box and the SDK's examples send the value itself, not keyed by id.
+    done = await graph.ainvoke(Command(resume=bare), config())
+
+    assert tool_messages(done)[-1].content == result
+    assert tool_messages(done)[-1].status == "success"
+    assert await pending(graph) == []
+
+
 async def test_a_wrong_select_answer_is_refused_and_the_question_stays(
     graph: CompiledStateGraph, llm: ScriptedLLM
 ) -> None:

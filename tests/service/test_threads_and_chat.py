@@ -151,3 +151,27 @@ def test_a_failed_chat_run_is_a_502_with_a_readable_message(
     llm.fallback = None
     llm.script(text("你好！"))
     assert api.chat(graph="weather", threadId=thread_id, message="再试").json()["status"] == "done"
+
+
+def test_a_bare_answer_value_resumes_like_value_of_it(
+    api: Api, llm: ScriptedLLM, thread_id: str
+) -> None:
+    llm.script(tool_call("ask_choice", {"message": "哪个城市？", "options": ["北京", "上海"]}))
+    [pending] = api.chat(graph="weather", threadId=thread_id, message="查天气").json()["interrupts"]
+
+    wrong = api.chat(
+        graph="weather",
+        threadId=thread_id,
+        resume=[{"interruptId": pending["id"], "status": "resolved", "payload": "广州"}],
+    )
+    assert wrong.status_code == 422
+    assert wrong.json()["code"] == "invalid_answer"
+
+    llm.script(text("上海。"))
+    done = api.chat(
+        graph="weather",
+        threadId=thread_id,
+        resume=[{"interruptId": pending["id"], "status": "resolved", "payload": "上海"}],
+    )
+    assert done.status_code == 200
+    assert done.json()["messages"][0]["content"] == "用户选择：上海"

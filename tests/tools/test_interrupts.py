@@ -36,11 +36,25 @@ def test_a_fitting_answer_gives_its_value(payload: Any, answer: Any, value: Any)
 
 
 @pytest.mark.parametrize(
+    ("payload", "answer", "value"),
+    [
+        (input_payload("城市？"), " 北京 ", "北京"),
+        (SELECT, "b", "b"),
+        (MULTI, ["a", "c"], ["a", "c"]),
+        (confirm_payload("继续？"), True, True),
+    ],
+)
+def test_a_bare_value_is_shorthand_for_value_of_it(payload: Any, answer: Any, value: Any) -> None:
+    assert validate_answer(payload, answer) == value
+
+
+@pytest.mark.parametrize(
     ("payload", "answer", "complaint"),
     [
         (input_payload("城市？"), {"value": "  "}, "非空"),
         (input_payload("城市？"), {"text": "北京"}, "格式"),
-        (input_payload("城市？"), "北京", "格式"),
+        (SELECT, "z", "不在可选项"),
+        (confirm_payload("继续？"), "yes", "true 或 false"),
         (SELECT, {"value": "z"}, "不在可选项"),
         (MULTI, {"value": ["a"]}, "至少选择 2 项"),
         (MULTI, {"value": ["a", "a"]}, "至少选择 2 项"),
