@@ -6,17 +6,32 @@ graphs extend `ToolSettings` with their own fields, and the service extends thos
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+PROJECT_ENV_FILE = Path(__file__).resolve().parents[1] / ".env"
+
+
+def env_files() -> tuple[Path, ...]:
+    """The `.env` files read, later ones winning: `AGENT_ENV_FILE` alone when it is set,
+    else the project's `.env` and then the current directory's."""
+    chosen = os.environ.get("AGENT_ENV_FILE")
+    if chosen:
+        return (Path(chosen),)
+    return (PROJECT_ENV_FILE, Path(".env"))
+
 
 class EnvSettings(BaseSettings):
-    """Settings read from the environment and `.env`: typed, frozen, unknown keys ignored."""
+    """Settings read from the environment and `.env` files: typed, frozen, unknown keys ignored.
+
+    The environment wins over the files (see `env_files`).
+    """
 
     model_config = SettingsConfigDict(
-        env_file=".env", env_file_encoding="utf-8", extra="ignore", frozen=True
+        env_file=env_files(), env_file_encoding="utf-8", extra="ignore", frozen=True
     )
 
 
