@@ -253,8 +253,13 @@ class EventTransformer:
         key: int | str | None = index if index is not None else call_id or turn.last_key
         if key is None:
             key = 0
-        turn.last_key = key
         call = turn.calls.get(key)
+        if call is not None and call_id and call.id and call_id != call.id:
+            # Another call at the same index (some gateways send each parallel call whole
+            # at index 0): keep it apart, as LangChain's merge does.
+            key = call_id
+            call = turn.calls.get(key)
+        turn.last_key = key
         if call is None:
             call = turn.calls[key] = _Call()
         if call_id and not call.id:
