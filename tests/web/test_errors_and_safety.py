@@ -57,6 +57,34 @@ def test_markup_from_the_user_a_tool_and_the_model_renders_as_text(
     _assert_nothing_ran(chat.page)
 
 
+def test_a_link_with_an_unsafe_target_shows_as_plain_text_and_a_safe_link_stays_a_link(
+    chat: Chat, llm: ScriptedLLM
+) -> None:
+    llm.script(
+        text(
+            "[点我](javascript:alert(1)) 或 ![图](javascript:alert(2))，"
+            "详见[文档](https://example.com/docs)。"
+        )
+    )
+    chat.open("weather")
+    chat.send("给我一个链接")
+
+    answer = chat.answers.last
+    expect(answer).to_have_text("点我 或 图，详见文档。")
+    expect(answer.locator("a")).to_have_count(1)
+    expect(answer.get_by_role("link", name="文档")).to_have_attribute(
+        "href", "https://example.com/docs"
+    )
+    chat.wait_idle()
+
+    # The same answer read back from the server goes through the history renderer.
+    chat.page.reload()
+    answer = chat.answers.last
+    expect(answer).to_have_text("点我 或 图，详见文档。")
+    expect(answer.locator("a")).to_have_count(1)
+    expect(answer.get_by_role("link", name="文档")).to_be_visible()
+
+
 def test_a_model_failure_shows_the_run_error_and_the_next_message_works(
     chat: Chat, llm: ScriptedLLM
 ) -> None:
@@ -209,3 +237,36 @@ def test_a_missing_api_key_is_explained_and_the_saved_key_is_sent_as_bearer(
     chat.send("你好")
     expect(chat.answers.last).to_have_text("钥匙对了。")
     assert page.evaluate("localStorage.getItem('react-agent.apiKey')") == "s3cret-key"
+
+
+@pytest.fixture
+def keyless_server(
+    _llm_server: ScriptedLLM,
+    _meteo_server: FakeOpenMeteo,
+    tushare_mcp: TushareMCP,
+    tmp_path: Path,
+) -> Iterator[ServerProcess]:
+    """A server whose environment has no OPENAI_API_KEY (its runs end in model_not_configured)."""
+    data_dir = tmp_path / "keyless"
+    env = server_env(_llm_server, _meteo_server, tushare_mcp, data_dir)
+    del env["OPENAI_API_KEY"]
+    process = start_server(data_dir, env)
+    yield process
+    process.stop()
+
+
+def test_a_server_without_a_model_key_is_explained_in_chinese_naming_the_variable_to_set(
+    chat: Chat, llm: ScriptedLLM, keyless_server: ServerProcess
+) -> None:
+    page = chat.page
+    page.goto(keyless_server.url)
+    expect(page.locator(".welcome")).to_be_visible()
+    chat.send("你好")
+
+    expect(chat.errors).to_have_count(1)
+    expect(chat.errors).to_contain_text("运行出错：模型未配置")
+    expect(chat.errors).to_contain_text("OPENAI_API_KEY")
+    expect(chat.errors).not_to_contain_text("is not set")
+    expect(chat.errors).not_to_contain_text("OPENAI_MODEL")
+    chat.wait_idle()
+    assert llm.requests == []

@@ -56,6 +56,19 @@ def test_threads_are_listed_reopened_from_the_server_and_deleted_there_too(
     assert httpx.get(f"{server.url}/api/threads/{first_id}", timeout=5).status_code == 404
 
 
+def test_the_welcome_line_names_the_agent_by_its_display_name(chat: Chat) -> None:
+    page = chat.page
+    picker = page.get_by_label("智能体", exact=True)
+    title = page.locator(".welcome-title")
+    chat.open("weather")
+    expect(picker.locator("option:checked")).to_have_text("天气助手")
+    expect(title).to_have_text("和「天气助手」对话")
+
+    picker.select_option("tushare")
+    expect(picker.locator("option:checked")).to_have_text("A 股分析")
+    expect(title).to_have_text("和「A 股分析」对话")
+
+
 def test_shift_enter_makes_a_newline_and_enter_sends(chat: Chat, llm: ScriptedLLM) -> None:
     llm.script(text("收到两行。"))
     chat.open("weather")

@@ -1,5 +1,6 @@
 // The plain JSON routes of the service, and one way to turn any failure (HTTP status,
-// network loss, a refused request from HttpAgent) into a readable Chinese message.
+// network loss, a refused request from HttpAgent, a RUN_ERROR event) into a readable
+// Chinese message.
 
 import type { Interrupt, Message } from "@ag-ui/client";
 import { apiKey } from "./store";
@@ -151,4 +152,22 @@ export function describeFailure(err: unknown): Failure {
     return { kind: "refused", status, text: `服务拒绝了请求：${said || `HTTP ${status}`}` };
   }
   return { kind: "server", status, text: `服务出错（HTTP ${status}）${suffix}` };
+}
+
+// RUN_ERROR codes whose server message is not meant for the page's readers (it is
+// written for whoever runs the server, in English); each gets its own Chinese text.
+// Other codes keep the server's message, which is written to be shown as it is.
+const RUN_ERROR_TEXT: Record<string, (message: string) => string> = {
+  model_not_configured: (message) => {
+    // "OPENAI_API_KEY is not set: export OPENAI_API_KEY (...)": the variable it names.
+    const variable = /\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b/.exec(message)?.[0];
+    const missing = variable ?? "OPENAI_API_KEY 和 OPENAI_MODEL";
+    return `模型未配置：服务端需要设置环境变量 ${missing}（或写入 .env），设置后重启服务再试。`;
+  },
+};
+
+/** A readable description of a RUN_ERROR event, chosen by its `code`. */
+export function describeRunError(code: string | undefined, message: string): Failure {
+  const explain = code ? RUN_ERROR_TEXT[code] : undefined;
+  return { kind: "server", text: `运行出错：${explain ? explain(message) : message}` };
 }

@@ -14,6 +14,7 @@ import {
   authHeaders,
   deleteThread,
   describeFailure,
+  describeRunError,
   getThread,
   listGraphs,
   type Failure,
@@ -429,7 +430,7 @@ async function run(input: RunInput, batch: InterruptControl[] = []): Promise<voi
       view.settleTools("stopped");
       const entry = state.current;
       showFailure(
-        { kind: "server", text: `运行出错：${event.message}` },
+        describeRunError(event.code, event.message),
         entry ? { label: "刷新会话", run: () => void openThread(entry) } : undefined,
       );
     },

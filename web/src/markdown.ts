@@ -45,9 +45,17 @@ const PURIFY_CONFIG = {
   ALLOW_DATA_ATTR: false,
 };
 
+/** Links whose target DOMPurify removed (`javascript:` and the like) become their text. */
+function unwrapDeadLinks(root: DocumentFragment): void {
+  for (const link of root.querySelectorAll("a")) {
+    if (!link.getAttribute("href")?.trim()) link.replaceWith(...link.childNodes);
+  }
+}
+
 /** Render `text` as sanitised Markdown into `el`, replacing what it held. */
 export function setMarkdown(el: HTMLElement, text: string): void {
   const html = marked.parse(text) as string;
   const clean = purify.sanitize(html, { ...PURIFY_CONFIG, RETURN_DOM_FRAGMENT: true });
+  unwrapDeadLinks(clean);
   el.replaceChildren(clean);
 }

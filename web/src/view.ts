@@ -4,6 +4,7 @@
 import type { GraphInfo } from "./api";
 import { h } from "./dom";
 import { setMarkdown } from "./markdown";
+import { agentName } from "./sidebar";
 
 const TOOL_LABELS: Record<string, string> = {
   get_weather: "查询天气",
@@ -267,7 +268,7 @@ export class ConversationView {
         "div",
         { class: "welcome" },
         h("div", { class: "welcome-mark", attrs: { "aria-hidden": "true" } }),
-        h("h2", { class: "welcome-title", text: graph ? `和 ${graph.id} 智能体对话` : "开始对话" }),
+        h("h2", { class: "welcome-title", text: graph ? `和「${agentName(graph.id)}」对话` : "开始对话" }),
         graph?.description ? h("p", { class: "welcome-desc", text: graph.description }) : null,
         examples.length
           ? h(
