@@ -17,6 +17,8 @@ TOOL_CALL_END. A TOOL_CALL_RESULT carries the call's outcome in `metadata`
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -48,7 +50,7 @@ from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, StreamMode
 
-from app.core.threads import pending_interrupts, text_of, tool_result_metadata
+from app.core.threads import STOPPED_KEY, pending_interrupts, text_of, tool_result_metadata
 from graphs.model import ModelError, ModelNotConfigured
 from graphs.react import AGENT_NODE, TOOLS_NODE
 
@@ -114,6 +116,11 @@ async def stream_run(
             outcome = "success"
             success = RunFinishedSuccessOutcome()
             yield RunFinishedEvent(thread_id=thread_id, run_id=run_id, outcome=success)
+    except asyncio.CancelledError:
+        stopped = tracker.stopped_reply()
+        if stopped is not None:
+            await _keep_stopped_reply(graph, config, stopped)
+        raise
     except Exception as exc:  # the run's top-level handler: report it, never break the stream
         logger.exception("run failed thread=%s run=%s graph=%s", thread_id, run_id, graph.name)
         outcome = "error"
@@ -124,6 +131,28 @@ async def stream_run(
     finally:
         elapsed_ms = (time.perf_counter() - started) * 1000
         logger.info(RUN_LOG, thread_id, run_id, graph.name, outcome, tracker.steps, elapsed_ms)
+
+
+async def _keep_stopped_reply(
+    graph: CompiledStateGraph, config: RunnableConfig, reply: AIMessage
+) -> None:
+    """Keep the text a stopped run had streamed as the assistant's reply (marked stopped).
+
+    Without it the thread would hold two user turns in a row, and the model would never
+    see what the user had already read.
+    """
+    save = asyncio.ensure_future(
+        graph.aupdate_state(config, {"messages": [reply]}, as_node=AGENT_NODE)
+    )
+    save.add_done_callback(_log_failed_save)
+    # Shielded: a cancel scope that cancels again (an HTTP disconnect) must not lose it.
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.shield(save)
+
+
+def _log_failed_save(save: asyncio.Future[Any]) -> None:
+    if not save.cancelled() and save.exception() is not None:
+        logger.error("could not keep a stopped reply", exc_info=save.exception())
 
 
 def run_error(exc: BaseException) -> RunErrorEvent:
@@ -189,6 +218,14 @@ class EventTransformer:
         elif mode == "custom":
             self._custom(data)
         return bool(self._out)
+
+    def stopped_reply(self) -> AIMessage | None:
+        """The text the open model turn had streamed, as a reply marked stopped (or None)."""
+        turn = self._turn
+        text = "".join(turn.text) if turn is not None else ""
+        if turn is None or not text.strip():
+            return None
+        return AIMessage(content=text, id=turn.id or None, response_metadata={STOPPED_KEY: True})
 
     def close(self) -> None:
         """End whatever is still open (turn, step) before the run's last event."""

@@ -33,6 +33,8 @@ from graphs.tools_node import outcome_of
 from tools.interrupts import response_schema
 
 GRAPH_KEY = "graph_id"
+# Marks, in response_metadata and in the AG-UI message's metadata, a reply cut short by a stop.
+STOPPED_KEY = "stopped"
 
 
 class ThreadView(BaseModel):
@@ -156,11 +158,14 @@ def to_agui_messages(messages: Sequence[AnyMessage]) -> list[Message]:
                 )
                 for call in message.tool_calls
             ]
+            stopped = bool((message.response_metadata or {}).get(STOPPED_KEY))
             result.append(
                 AssistantMessage(
                     id=message_id,
                     content=text_of(message.content) or None,
                     tool_calls=calls or None,
+                    # A reply cut short when its run was stopped says so.
+                    metadata={STOPPED_KEY: True} if stopped else None,
                 )
             )
         elif isinstance(message, ToolMessage):

@@ -270,8 +270,12 @@ def test_a_client_disconnect_cancels_the_run_and_the_thread_stays_usable(
         assert abandoned["content"] == CALL_ABANDONED
     view = api.http.get(f"/api/threads/{thread_id}").json()
     assert [m["role"] for m in view["messages"]][-3:-1] == (
-        ["tool", "user"] if stage == "tool" else ["user", "user"]
+        ["tool", "user"] if stage == "tool" else ["assistant", "user"]
     )
+    if stage == "model":  # what the client had been shown stays, marked as stopped
+        stopped = view["messages"][-3]
+        assert (stopped["content"], stopped["metadata"]) == ("我想", {"stopped": True})
+        assert [m["content"] for m in sent if m["role"] == "assistant"] == ["我想"]
     assert view["messages"][-1]["content"] == "北京今天晴。"
 
 

@@ -1,0 +1,39 @@
+"""Ctrl-C during a streamed answer: what was shown stays in the thread as a stopped reply."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tests.cli.conftest import CHAT_PROMPT, CTRL_C, Terminal
+from tests.doubles.llm import ScriptedLLM, hang, text
+
+Cli = Callable[..., Terminal]
+
+
+def test_a_half_answer_stopped_with_ctrl_c_is_kept_as_the_assistants_reply(
+    cli: Cli, llm: ScriptedLLM
+) -> None:
+    llm.script(hang(60, partial="从前有座山，"))
+    term = cli("chat", "weather")
+    thread_id = term.thread_id()
+    term.expect(CHAT_PROMPT)
+    term.line("讲个长故事")
+    term.expect("从前有座山，")
+    term.send(CTRL_C)
+    term.expect("已停止")
+    term.expect(CHAT_PROMPT)
+    llm.script(text("山里有座庙。"))
+    term.line("接着讲")
+    term.expect("山里有座庙。")
+    term.expect(CHAT_PROMPT)
+    term.line("/exit")
+    assert term.exit_code() == 0
+
+    turns = [(m["role"], m["content"]) for m in llm.requests[1]["messages"][1:]]
+    assert turns == [("user", "讲个长故事"), ("assistant", "从前有座山，"), ("user", "接着讲")]
+
+    resumed = cli("chat", "weather", "--thread", thread_id)
+    resumed.expect("从前有座山，")  # the history shows it too
+    resumed.expect(CHAT_PROMPT)
+    resumed.line("/exit")
+    assert resumed.exit_code() == 0
