@@ -6,6 +6,9 @@ Enter submits once `min` are ticked), `confirm` (y/N with the tool, its argument
 and risk; destructive in red). Every answer is checked with the same
 `validate_answer` the service applies, and an invalid one asks again. Ctrl-C at a
 prompt cancels that interrupt; Ctrl-D leaves the chat with it still pending.
+
+Every prompt is erased when it ends and leaves one echo line, `? question answer`
+(the option lists do not stay on screen).
 """
 
 from __future__ import annotations
@@ -23,9 +26,8 @@ from prompt_toolkit.history import InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.layout import ConditionalContainer, HSplit, Layout, Window
 from prompt_toolkit.layout.controls import FormattedTextControl
-from prompt_toolkit.shortcuts.choice_input import ChoiceInput
 from prompt_toolkit.styles import Style
-from prompt_toolkit.widgets import Box, CheckboxList, Label
+from prompt_toolkit.widgets import Box, CheckboxList, Label, RadioList
 from rich.console import Console
 from rich.text import Text
 
@@ -39,7 +41,10 @@ EXIT_HINT: Final = "输入 /exit 或按 Ctrl-D 退出"
 CANCELLED_NOTE: Final = "已取消这个问题"
 MULTI_HINT: Final = "（空格勾选，回车确认，至少选 {min} 项）"
 SELECT_HINT: Final = "（方向键或数字选择，回车确认）"
-CONFIRM_PROMPT: Final = "确认执行？[y/N]"
+CONFIRM_QUESTION: Final = "确认执行？"
+CONFIRM_PROMPT: Final = CONFIRM_QUESTION + "[y/N]"
+CONFIRM_SHOWN: Final = {True: "是", False: "否"}
+CHOSEN_SEPARATOR: Final = "、"
 CONFIRM_AGAIN: Final = "请输入 y 或 n"
 RISK_LABELS: Final = {"safe": "安全", "sensitive": "敏感", "destructive": "危险"}
 RISK_STYLES: Final = {"safe": "green", "sensitive": "yellow", "destructive": "bold red"}
@@ -76,6 +81,45 @@ def _eof(event: KeyPressEvent) -> None:
     event.app.exit(exception=Leave())
 
 
+def _cancel(event: KeyPressEvent) -> None:
+    event.app.exit(exception=KeyboardInterrupt())
+
+
+def _list_keys() -> KeyBindings:
+    """Ctrl-C cancels a list prompt, Ctrl-D leaves the chat (Enter is the prompt's own)."""
+    keys = KeyBindings()
+    keys.add("c-c", eager=True)(_cancel)
+    keys.add("<sigint>", eager=True)(_cancel)
+    keys.add("c-d", eager=True)(_eof)
+    return keys
+
+
+def _options(payload: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A select payload's options as (value, label)."""
+    return [
+        (str(option["value"]), str(option.get("label", option["value"])))
+        for option in payload.get("options", [])
+        if isinstance(option, dict) and "value" in option
+    ]
+
+
+def _question(payload: Mapping[str, Any]) -> str:
+    """The question an echo line repeats (a confirm's details stay printed above it)."""
+    if payload.get("type") == "confirm":
+        return CONFIRM_QUESTION
+    return str(payload.get("message") or "")
+
+
+def _shown(payload: Mapping[str, Any], value: Any) -> str:
+    """An answer as its echo line shows it: labels for options, 是/否 for a confirm."""
+    labels = dict(_options(payload))
+    if isinstance(value, bool):
+        return CONFIRM_SHOWN[value]
+    if isinstance(value, list):
+        return CHOSEN_SEPARATOR.join(labels.get(str(item), str(item)) for item in value)
+    return labels.get(str(value), str(value))
+
+
 class Asker:
     """Reads the user's messages and answers interrupts on the terminal."""
 
@@ -106,14 +150,19 @@ class Asker:
         """Ask `question` until the answer is valid; Ctrl-C cancels it, Ctrl-D raises Leave."""
         payload = payload_of(question)
         error = payload.get("error")
+        asked = _question(payload)
         while True:
             if isinstance(error, str) and error:
                 self.console.print(Text(error, style="bold red"))
             try:
                 value = await self._ask(payload)
             except KeyboardInterrupt:
-                self.console.print(Text(CANCELLED_NOTE, style="yellow"))
+                self._echo(asked, CANCELLED_NOTE, style="yellow")
                 return ResumeEntry(interrupt_id=question.id, status="cancelled")
+            except Leave:
+                self._echo(asked)
+                raise
+            self._echo(asked, _shown(payload, value))
             answer = {"value": value}
             if payload.get("type") not in KNOWN_TYPES:
                 # A question type this client does not know: the agent checks the answer.
@@ -127,14 +176,18 @@ class Asker:
                 continue
             return ResumeEntry(interrupt_id=question.id, status="resolved", payload=answer)
 
+    def _echo(self, question: str, answer: str = "", *, style: str = "") -> None:
+        """The line a finished prompt leaves: `? question answer` (the prompt is erased)."""
+        line = Text(f"? {question}", style="bold")
+        if answer:
+            line.append(" ")
+            line.append(answer, style=style)
+        self.console.print(line)
+
     async def _ask(self, payload: Mapping[str, Any]) -> Any:
         kind = payload.get("type")
         message = str(payload.get("message") or "")
-        options = [
-            (str(option["value"]), str(option.get("label", option["value"])))
-            for option in payload.get("options", [])
-            if isinstance(option, dict) and "value" in option
-        ]
+        options = _options(payload)
         if kind == "select" and options:
             return await self._select(message, options)
         if kind == "multi_select" and options:
@@ -145,7 +198,7 @@ class Asker:
 
     async def _input(self, message: str, placeholder: str) -> str:
         try:
-            return await PromptSession[str](style=STYLE).prompt_async(
+            return await PromptSession[str](style=STYLE, erase_when_done=True).prompt_async(
                 FormattedText([("class:question", f"? {message} ")]),
                 placeholder=FormattedText([("class:placeholder", placeholder)]),
             )
@@ -153,17 +206,43 @@ class Asker:
             raise Leave from None
 
     async def _select(self, message: str, options: Sequence[tuple[str, str]]) -> str:
-        keys = KeyBindings()
-        keys.add("c-d")(_eof)
-        chooser = ChoiceInput[str](
-            message=FormattedText(
-                [("class:question", f"? {message}"), ("class:hint", f" {SELECT_HINT}")]
-            ),
-            options=list(options),
-            style=STYLE,
-            key_bindings=keys,
+        choices = RadioList[str](
+            values=list(options),
+            select_on_focus=True,  # the marker follows the cursor
+            open_character="",
+            select_character=">",
+            close_character="",
+            show_cursor=False,
+            show_numbers=True,  # the digits move the cursor
+            default_style="class:option",
+            selected_style="",
+            checked_style="class:selected-option",
+            number_style="class:number",
+            show_scrollbar=False,
         )
-        return await chooser.prompt_async()
+        keys = _list_keys()
+
+        @keys.add("enter", eager=True)
+        def _submit(event: KeyPressEvent) -> None:
+            event.app.exit(result=choices.current_value)
+
+        layout = Layout(
+            HSplit(
+                [
+                    Label(
+                        FormattedText(
+                            [("class:question", f"? {message}"), ("class:hint", f" {SELECT_HINT}")]
+                        )
+                    ),
+                    Box(choices, padding_top=0, padding_bottom=0, padding_left=3),
+                ]
+            ),
+            focused_element=choices,
+        )
+        app = Application[str](
+            layout=layout, key_bindings=keys, style=STYLE, full_screen=False, erase_when_done=True
+        )
+        return await app.run_async()
 
     async def _multi_select(
         self, message: str, options: Sequence[tuple[str, str]], minimum: int
@@ -172,7 +251,7 @@ class Asker:
         checkboxes.show_numbers = True  # the digits move the cursor
         checkboxes.show_scrollbar = False
         problem: list[str] = []
-        keys = KeyBindings()
+        keys = _list_keys()
 
         @keys.add("enter", eager=True)
         def _submit(event: KeyPressEvent) -> None:
@@ -181,12 +260,6 @@ class Asker:
                 problem[:] = [f"至少选择 {minimum} 项"]
                 return
             event.app.exit(result=chosen)
-
-        @keys.add("c-c", eager=True)
-        def _cancel(event: KeyPressEvent) -> None:
-            event.app.exit(exception=KeyboardInterrupt())
-
-        keys.add("c-d", eager=True)(_eof)
 
         def _problem() -> FormattedText:
             return FormattedText([("class:error", problem[0])] if problem else [])
@@ -212,7 +285,7 @@ class Asker:
             focused_element=checkboxes,
         )
         app = Application[list[str]](
-            layout=layout, key_bindings=keys, style=STYLE, full_screen=False
+            layout=layout, key_bindings=keys, style=STYLE, full_screen=False, erase_when_done=True
         )
         return await app.run_async()
 
@@ -220,8 +293,8 @@ class Asker:
         self._show_confirm(payload)
         while True:
             try:
-                reply = await PromptSession[str](style=STYLE).prompt_async(
-                    FormattedText([("class:question", f"{CONFIRM_PROMPT} ")])
+                reply = await PromptSession[str](style=STYLE, erase_when_done=True).prompt_async(
+                    FormattedText([("class:question", f"? {CONFIRM_PROMPT} ")])
                 )
             except EOFError:
                 raise Leave from None
@@ -230,6 +303,7 @@ class Asker:
                 return True
             if reply in NO:
                 return False
+            self._echo(CONFIRM_QUESTION, reply)
             self.console.print(Text(CONFIRM_AGAIN, style="yellow"))
 
     def _show_confirm(self, payload: Mapping[str, Any]) -> None:

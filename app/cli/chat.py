@@ -37,14 +37,14 @@ EXIT_ERROR: Final = 1
 EXIT_NEEDS_ANSWER: Final = 3
 EXIT_STOPPED: Final = 130
 
-THREAD_BANNER: Final = "会话 {thread_id}（继续这段对话：{command}）"
+THREAD_BANNER: Final = "会话 {thread_id}，继续这段对话："  # the command follows on its own line
 UNKNOWN_THREAD: Final = "找不到会话 {thread_id}"
 WRONG_GRAPH: Final = "会话 {thread_id} 属于智能体 {owner}，不是 {graph_id}"
 STREAM_CUT: Final = "运行中断：事件流在结束前断开"
 NEEDS_ANSWER: Final = (
     "运行在等待回答：{questions}；标准输入不是终端，无法在这里提问。在终端中继续：{command}"
 )
-STILL_PENDING: Final = "问题仍待回答，之后继续：{command}"
+STILL_PENDING: Final = "问题仍待回答，之后继续："  # the command follows on its own line
 HISTORY_LIMIT: Final = 30
 
 
@@ -126,9 +126,8 @@ class Chat:
             self.thread_id = thread_id
             self.renderer.history(view.messages, limit=HISTORY_LIMIT)
             pending = list(view.interrupts)
-        self.renderer.note(
-            THREAD_BANNER.format(thread_id=self.thread_id, command=self.continue_command)
-        )
+        self.renderer.note(THREAD_BANNER.format(thread_id=self.thread_id))
+        self.renderer.command(self.continue_command)
         return pending
 
     async def one_shot(self, message: str, pending: Sequence[Interrupt] = ()) -> int:
@@ -181,7 +180,8 @@ class Chat:
             try:
                 answers = [await self.asker.answer(question) for question in ending.interrupts]
             except Leave:
-                self.renderer.note(STILL_PENDING.format(command=self.continue_command))
+                self.renderer.note(STILL_PENDING)
+                self.renderer.command(self.continue_command)
                 raise
             ending = await self._run(resume=answers)
             if ending.kind == "error" and ending.interrupts:

@@ -34,7 +34,6 @@ from ag_ui.core import (
     ToolMessage,
     UserMessage,
 )
-from ag_ui.core.events import RunFinishedInterruptOutcome
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.live import Live
 from rich.markdown import Markdown
@@ -50,6 +49,7 @@ USER_PREFIX: Final = "你> "
 HISTORY_RULE: Final = "以上是历史记录"
 EARLIER_OMITTED: Final = "（省略了更早的 {count} 条消息）"
 
+ASK_TOOL_PREFIX: Final = "ask_"
 MAX_ARG_CHARS: Final = 40
 REFRESH_PER_SECOND: Final = 12
 
@@ -123,7 +123,6 @@ class Renderer:
         self._text: list[str] = []
         self._calls: dict[str, _Call] = {}
         self._running: list[str] = []
-        self._asked: set[str] = set()
 
     @property
     def _animated(self) -> bool:
@@ -162,10 +161,6 @@ class Renderer:
             self._spin(THINKING)
         elif isinstance(event, RunFinishedEvent):
             self.close()
-            if isinstance(event.outcome, RunFinishedInterruptOutcome):
-                self._asked.update(
-                    q.tool_call_id for q in event.outcome.interrupts if q.tool_call_id
-                )
         elif isinstance(event, RunErrorEvent):
             self.close()
             self.error(event.message)
@@ -187,6 +182,10 @@ class Renderer:
     def note(self, text: str | Text) -> None:
         """A status line (thread id, hints)."""
         self.console.print(text if isinstance(text, Text) else Text(text, style="dim"))
+
+    def command(self, command: str) -> None:
+        """A command line to copy: on a line of its own, never wrapped or cut."""
+        self.console.print(Text(command, style="bold"), soft_wrap=True)
 
     def error(self, message: str) -> None:
         """One red error line."""
@@ -272,9 +271,7 @@ class Renderer:
         if tool_call_id in self._running:
             self._running.remove(tool_call_id)
         self._stop_live()
-        # The user has just seen (and answered) this call's question: no need to repeat it.
-        self._summary(call, content, failed=failed, with_args=tool_call_id not in self._asked)
-        self._asked.discard(tool_call_id)
+        self._summary(call, content, failed=failed)
         if self._running:
             self._spin(RUNNING.format(names=", ".join(self._names(self._running))))
         else:
@@ -283,11 +280,14 @@ class Renderer:
     def _names(self, call_ids: Iterable[str]) -> list[str]:
         return [self._calls[call_id].name for call_id in call_ids if call_id in self._calls]
 
-    def _summary(self, call: _Call, content: str, *, failed: bool, with_args: bool = True) -> None:
+    def _summary(self, call: _Call, content: str, *, failed: bool) -> None:
+        """A finished call on one line, drawn the same live and in a thread's history."""
         line = Text("  ")
         line.append("✗ " if failed else "✓ ", style="red" if failed else "green")
         line.append(call.name, style="bold")
-        if with_args:
+        # An ask tool's arguments are its question, which the user answered at the prompt
+        # (its echo line stays on screen); the result says what the answer was.
+        if not call.name.startswith(ASK_TOOL_PREFIX):
             line.append(f"({args_summary(''.join(call.args))})", style="dim")
         line.append(" → ", style="dim")
         line.append(result_summary(content), style="red" if failed else "")

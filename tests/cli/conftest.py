@@ -17,6 +17,8 @@ from tests.processes import REACT_AGENT, ServerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 STEP_S = 15  # bound of one pexpect step: start-up imports take ~2 s on a busy machine
+ROWS = 40
+COLUMNS = 200
 
 THREAD_ID = re.compile(r"--thread ([0-9a-f]{32})")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]")
@@ -40,15 +42,15 @@ def on_screen(text: str) -> re.Pattern[str]:
 
 
 class Terminal:
-    """`react-agent ARGS` in a 40x200 pseudo-terminal."""
+    """`react-agent ARGS` in a pseudo-terminal 40 rows high and `columns` wide."""
 
-    def __init__(self, env: dict[str, str], *args: str) -> None:
+    def __init__(self, env: dict[str, str], *args: str, columns: int = COLUMNS) -> None:
         self.child = pexpect.spawn(
             REACT_AGENT,
             list(args),
             env=env,
             cwd=str(ROOT),
-            dimensions=(40, 200),
+            dimensions=(ROWS, columns),
             encoding="utf-8",
             timeout=STEP_S,
         )
@@ -86,11 +88,16 @@ class Terminal:
 
 @pytest.fixture
 def cli(cli_env: dict[str, str]) -> Iterator[Callable[..., Terminal]]:
-    """Opens `react-agent ARGS` in a terminal (`cli(*args, env=...)`); all killed at the end."""
+    """Opens `react-agent ARGS` in a terminal (`cli(*args, env=..., columns=...)`).
+
+    All are killed at the end.
+    """
     opened: list[Terminal] = []
 
-    def open_terminal(*args: str, env: dict[str, str] | None = None) -> Terminal:
-        term = Terminal(cli_env if env is None else env, *args)
+    def open_terminal(
+        *args: str, env: dict[str, str] | None = None, columns: int = COLUMNS
+    ) -> Terminal:
+        term = Terminal(cli_env if env is None else env, *args, columns=columns)
         opened.append(term)
         return term
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +23,20 @@ BEIJING_ANSWER = "北京今天晴，气温 12°C，适合出门。"
 def tool_results(request: dict[str, Any]) -> list[str]:
     """The tool messages the model was sent in one request."""
     return [m["content"] for m in request["messages"] if m["role"] == "tool"]
+
+
+def lines_with(screen: str, part: str) -> list[str]:
+    """The lines of `screen` (escape sequences removed) that contain `part`, stripped."""
+    return [line.strip() for line in screen.splitlines() if part in line]
+
+
+def test_the_start_banner_prints_the_continue_command_whole_on_its_own_line(cli: Cli) -> None:
+    term = cli("chat", "weather", columns=110)
+    screen = term.expect(CHAT_PROMPT)
+    [command] = lines_with(screen, "--thread")
+    assert re.fullmatch(r"react-agent chat weather --thread [0-9a-f]{32}", command), screen
+    term.line("/exit")
+    assert term.exit_code() == 0
 
 
 def test_the_weather_flow_asks_for_the_city_shows_the_spinner_and_streams_the_answer(
@@ -71,6 +86,28 @@ def test_a_select_question_is_answered_with_the_arrow_keys(cli: Cli, llm: Script
     assert tool_results(llm.requests[1]) == ["用户选择：上海"]
 
 
+def test_an_answered_select_leaves_only_the_echo_line_like_the_text_prompt(
+    cli: Cli, llm: ScriptedLLM
+) -> None:
+    llm.script(
+        tool_call("ask_choice", {"message": "想看哪个城市？", "options": ["北京", "上海", "广州"]}),
+        text("好的，上海。"),
+    )
+    term = cli("chat", "weather")
+    term.expect(CHAT_PROMPT)
+    term.line("帮我选个城市")
+    before = term.expect("? 想看哪个城市？")
+    assert not before.endswith(" "), repr(before[-40:])  # the prompt starts at the margin
+    term.expect("广州")
+    term.send(DOWN)
+    term.expect("上海")  # the list redrawn with the marker on 上海
+    term.send("\r")
+    after = term.expect("好的，上海。")
+    assert lines_with(after, "想看哪个城市？") == ["? 想看哪个城市？ 上海"]
+    assert "北京" not in after  # the option list is not drawn again, nor left on screen
+    term.expect(CHAT_PROMPT)
+
+
 def test_a_multi_select_ticks_with_space_and_refuses_fewer_than_min(
     cli: Cli, llm: ScriptedLLM
 ) -> None:
@@ -85,6 +122,7 @@ def test_a_multi_select_ticks_with_space_and_refuses_fewer_than_min(
     term.expect("至少选择 2 项")
     term.send("3 ")  # a digit moves to 广州, space ticks it
     term.send("\r")
+    term.expect("? 要对比哪些城市？ 北京、广州")  # the echo, like the text prompt's
     term.expect("对比北京和广州。")
     assert tool_results(llm.requests[1]) == ["用户选择：北京、广州"]
 
@@ -166,6 +204,7 @@ def test_declining_the_confirm_gate_keeps_the_sensitive_tool_from_running(
         term.expect("平安银行分析")  # the arguments are shown
         term.expect("确认执行？[y/N]")
         term.line("n")
+        term.expect("? 确认执行？ 否")  # the echo, like the text prompt's
         term.expect("好的，报告没有保存。")
         term.expect(CHAT_PROMPT)
     assert tool_results(llm.requests[1]) == ["用户拒绝执行 save_report：该工具没有运行。"]
@@ -216,3 +255,26 @@ def test_a_failed_tool_call_is_marked_failed_live_and_in_the_resumed_history(
     resumed.expect(CHAT_PROMPT)
     resumed.line("/exit")
     assert resumed.exit_code() == 0
+
+
+def test_an_answered_ask_input_line_reads_the_same_live_and_in_the_resumed_history(
+    cli: Cli, llm: ScriptedLLM
+) -> None:
+    llm.script(tool_call("ask_input", ASK_CITY), text("好的，北京。"))
+    term = cli("chat", "weather")
+    thread_id = term.thread_id()
+    term.expect(CHAT_PROMPT)
+    term.line("查天气")
+    term.expect("请问要查询哪个城市？")
+    term.line("北京")
+    live = lines_with(term.expect("好的，北京。"), "✓ ask_input")
+    term.expect(CHAT_PROMPT)
+    term.line("/exit")
+    assert term.exit_code() == 0
+
+    resumed = cli("chat", "weather", "--thread", thread_id)
+    history = lines_with(resumed.expect("以上是历史记录"), "✓ ask_input")
+    resumed.expect(CHAT_PROMPT)
+    resumed.line("/exit")
+    assert resumed.exit_code() == 0
+    assert live == history == ["✓ ask_input → 用户回答：北京"]
