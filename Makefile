@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
 WEB    := web
 WEB_OUT := app/http/static
 WEB_SRC := $(shell find $(WEB)/src $(WEB)/index.html $(WEB)/package.json $(WEB)/package-lock.json $(WEB)/vite.config.ts $(WEB)/tsconfig.json -type f 2>/dev/null)
@@ -11,14 +12,22 @@ WEB_SRC := $(shell find $(WEB)/src $(WEB)/index.html $(WEB)/package.json $(WEB)/
 export LANGGRAPH_CLI_NO_ANALYTICS := 1
 export LANGGRAPH_NO_VERSION_CHECK := 1
 
-.PHONY: install run test lint bench browser web clean
+.PHONY: install dev run test lint bench browser web clean
 
+# `make install`/`make run` take what the service needs; the test, lint and bench tools
+# (playwright, langgraph-cli, mypy, ...) come with `make dev`, which the others depend on.
 install: $(STAMP) web
 	@# Start-up reads bytecode even where PYTHONDONTWRITEBYTECODE stops Python writing it.
 	@$(BIN)/python -m compileall -q app graphs tools prompts
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e .
+	touch $@
+
+dev: install $(DEV_STAMP)
+
+$(DEV_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
 	touch $@
 
@@ -38,17 +47,17 @@ browser:
 run: install
 	$(BIN)/react-agent serve
 
-test: install browser
+test: dev browser
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-bench: install
+bench: dev
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:
