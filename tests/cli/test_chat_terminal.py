@@ -69,24 +69,7 @@ def test_the_weather_flow_asks_for_the_city_shows_the_spinner_and_streams_the_an
     ]
 
 
-def test_a_select_question_is_answered_with_the_arrow_keys(cli: Cli, llm: ScriptedLLM) -> None:
-    llm.script(
-        tool_call("ask_choice", {"message": "想看哪个城市？", "options": ["北京", "上海", "广州"]}),
-        text("好的，上海。"),
-    )
-    term = cli("chat", "weather")
-    term.expect(CHAT_PROMPT)
-    term.line("帮我选个城市")
-    term.expect("想看哪个城市？")
-    term.expect("广州")
-    term.send(DOWN)
-    term.send("\r")
-    term.expect("好的，上海。")
-    term.expect(CHAT_PROMPT)
-    assert tool_results(llm.requests[1]) == ["用户选择：上海"]
-
-
-def test_an_answered_select_leaves_only_the_echo_line_like_the_text_prompt(
+def test_a_select_is_answered_with_the_arrow_keys_and_leaves_only_its_echo_line(
     cli: Cli, llm: ScriptedLLM
 ) -> None:
     llm.script(
@@ -106,6 +89,7 @@ def test_an_answered_select_leaves_only_the_echo_line_like_the_text_prompt(
     assert lines_with(after, "想看哪个城市？") == ["? 想看哪个城市？ 上海"]
     assert "北京" not in after  # the option list is not drawn again, nor left on screen
     term.expect(CHAT_PROMPT)
+    assert tool_results(llm.requests[1]) == ["用户选择：上海"]
 
 
 def test_a_multi_select_ticks_with_space_and_refuses_fewer_than_min(

@@ -164,6 +164,13 @@ def well_formed(events: list[BaseEvent]) -> Transcript:
 
 
 T = EventType
+# The events of the closing `text_reply(ANSWER)` turn (three chunks), then the run's end.
+ANSWER_TURN = [
+    T.TEXT_MESSAGE_START,
+    *[T.TEXT_MESSAGE_CONTENT] * 3,
+    T.TEXT_MESSAGE_END,
+    T.RUN_FINISHED,
+]
 
 
 async def test_a_text_reply_streams_as_one_message_whose_deltas_concatenate_to_the_text(
@@ -199,10 +206,7 @@ async def test_arguments_split_over_many_chunks_concatenate_to_the_exact_json(
         *[T.TOOL_CALL_ARGS] * 6,
         T.TOOL_CALL_END,
         T.TOOL_CALL_RESULT,
-        T.TEXT_MESSAGE_START,
-        *[T.TEXT_MESSAGE_CONTENT] * 3,
-        T.TEXT_MESSAGE_END,
-        T.RUN_FINISHED,
+        *ANSWER_TURN,
     ]
     transcript = well_formed(events)
     assert transcript.names == {"call_a": "lookup"}
@@ -231,10 +235,7 @@ async def test_a_call_arriving_whole_in_one_chunk_gets_its_arguments_in_one_delt
         T.TOOL_CALL_ARGS,
         T.TOOL_CALL_END,
         T.TOOL_CALL_RESULT,
-        T.TEXT_MESSAGE_START,
-        *[T.TEXT_MESSAGE_CONTENT] * 3,
-        T.TEXT_MESSAGE_END,
-        T.RUN_FINISHED,
+        *ANSWER_TURN,
     ]
     transcript = well_formed(events)
     assert transcript.deltas["call_w"] == [json.dumps(args, ensure_ascii=False)]
@@ -265,10 +266,7 @@ async def test_interleaved_parallel_calls_keep_each_calls_arguments_apart(
         *[e.type for e in calls],
         T.TOOL_CALL_RESULT,
         T.TOOL_CALL_RESULT,
-        T.TEXT_MESSAGE_START,
-        *[T.TEXT_MESSAGE_CONTENT] * 3,
-        T.TEXT_MESSAGE_END,
-        T.RUN_FINISHED,
+        *ANSWER_TURN,
     ]
     transcript = well_formed(events)
     assert transcript.arguments("call_1") == first.args
@@ -322,10 +320,7 @@ async def test_a_call_misplaced_into_content_is_announced_from_the_repaired_mess
         T.TOOL_CALL_ARGS,
         T.TOOL_CALL_END,
         T.TOOL_CALL_RESULT,
-        T.TEXT_MESSAGE_START,
-        *[T.TEXT_MESSAGE_CONTENT] * 3,
-        T.TEXT_MESSAGE_END,
-        T.RUN_FINISHED,
+        *ANSWER_TURN,
     ]
     transcript = well_formed(events)
     assert transcript.names == {"call_x": "lookup"}
@@ -375,10 +370,7 @@ async def test_a_tool_that_raises_reports_an_error_outcome_and_the_run_still_suc
         *[T.TOOL_CALL_ARGS] * 4,
         T.TOOL_CALL_END,
         T.TOOL_CALL_RESULT,
-        T.TEXT_MESSAGE_START,
-        *[T.TEXT_MESSAGE_CONTENT] * 3,
-        T.TEXT_MESSAGE_END,
-        T.RUN_FINISHED,
+        *ANSWER_TURN,
     ]
     transcript = well_formed(events)
     result = transcript.results["call_e"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -205,17 +205,34 @@ def test_an_answer_the_server_refuses_keeps_the_control_and_shows_its_message(
 
 
 @pytest.fixture
-def keyed_server(
+def server_with(
     _llm_server: ScriptedLLM,
     _meteo_server: FakeOpenMeteo,
     tushare_mcp: TushareMCP,
     tmp_path: Path,
-) -> Iterator[ServerProcess]:
-    data_dir = tmp_path / "keyed"
-    env = server_env(_llm_server, _meteo_server, tushare_mcp, data_dir, AGENT_API_KEY="s3cret-key")
-    process = start_server(data_dir, env)
-    yield process
-    process.stop()
+) -> Iterator[Callable[..., ServerProcess]]:
+    """Starts a server on the doubles whose environment differs: a value sets, None unsets."""
+    started: list[ServerProcess] = []
+
+    def start(**changes: str | None) -> ServerProcess:
+        data_dir = tmp_path / f"server-{len(started)}"
+        env = server_env(_llm_server, _meteo_server, tushare_mcp, data_dir)
+        for name, value in changes.items():
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value
+        started.append(start_server(data_dir, env))
+        return started[-1]
+
+    yield start
+    for process in started:
+        process.stop()
+
+
+@pytest.fixture
+def keyed_server(server_with: Callable[..., ServerProcess]) -> ServerProcess:
+    return server_with(AGENT_API_KEY="s3cret-key")
 
 
 def test_a_missing_api_key_is_explained_and_the_saved_key_is_sent_as_bearer(
@@ -240,19 +257,9 @@ def test_a_missing_api_key_is_explained_and_the_saved_key_is_sent_as_bearer(
 
 
 @pytest.fixture
-def keyless_server(
-    _llm_server: ScriptedLLM,
-    _meteo_server: FakeOpenMeteo,
-    tushare_mcp: TushareMCP,
-    tmp_path: Path,
-) -> Iterator[ServerProcess]:
+def keyless_server(server_with: Callable[..., ServerProcess]) -> ServerProcess:
     """A server whose environment has no OPENAI_API_KEY (its runs end in model_not_configured)."""
-    data_dir = tmp_path / "keyless"
-    env = server_env(_llm_server, _meteo_server, tushare_mcp, data_dir)
-    del env["OPENAI_API_KEY"]
-    process = start_server(data_dir, env)
-    yield process
-    process.stop()
+    return server_with(OPENAI_API_KEY=None)
 
 
 def test_a_server_without_a_model_key_is_explained_in_chinese_naming_the_variable_to_set(

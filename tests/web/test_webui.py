@@ -9,8 +9,8 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from app.http.server import create_app
-from app.settings import get_settings
 from app.http.webui import ASSET_CACHE, mount_web_ui
+from app.settings import get_settings
 
 
 @pytest.fixture
