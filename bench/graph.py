@@ -28,7 +28,7 @@ def make_graph(
 ) -> CompiledStateGraph:
     """The bench graph on `checkpointer` (none for `langgraph dev`)."""
     settings = settings or GraphSettings()
-    builder = build_react_graph(name="bench", prompts=("ask",), tools=[lookup], settings=settings)
+    builder = build_react_graph(prompts=("ask",), tools=[lookup], settings=settings)
     return builder.compile(checkpointer=checkpointer, name="bench")
 
 

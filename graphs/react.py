@@ -40,12 +40,11 @@ class AgentState(TypedDict):
 
 def build_react_graph(
     *,
-    name: str,
     prompts: Sequence[str],
     tools: Sequence[BaseTool] | ToolsProvider,
     settings: GraphSettings,
 ) -> StateGraph[AgentState]:
-    """The uncompiled loop for one agent; compile it with or without a checkpointer.
+    """The uncompiled loop for one agent; compile it with its name and a checkpointer (or none).
 
     `settings` configure the model and the guards for every run of the graph.
     """

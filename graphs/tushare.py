@@ -41,7 +41,6 @@ def make_graph(
     """
     settings = settings or GraphSettings()
     builder = build_react_graph(
-        name="tushare",
         prompts=("tushare", "ask"),
         tools=tushare_tools(settings),
         settings=settings,

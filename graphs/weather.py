@@ -22,7 +22,6 @@ def make_graph(
     """
     settings = settings or GraphSettings()
     builder = build_react_graph(
-        name="weather",
         prompts=("weather", "ask"),
         tools=[weather_tool(settings), *ASK_TOOLS],
         settings=settings,

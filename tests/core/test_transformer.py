@@ -70,9 +70,7 @@ def make_graph(
 ) -> tuple[CompiledStateGraph, ScriptedChatModel]:
     model = ScriptedChatModel(replies=replies)
     monkeypatch.setattr("graphs.react.shared_model", lambda settings: model)
-    builder = build_react_graph(
-        name="t", prompts=("ask",), tools=tools or [lookup], settings=GraphSettings()
-    )
+    builder = build_react_graph(prompts=("ask",), tools=tools or [lookup], settings=GraphSettings())
     return builder.compile(checkpointer=InMemorySaver()), model
 
 

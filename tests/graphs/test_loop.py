@@ -162,7 +162,6 @@ def loop_graph(saver: AsyncSqliteSaver, *extra: Any) -> CompiledStateGraph:
     """A loop over get_weather, the ask tools and `extra`, configured by the environment now."""
     settings = GraphSettings()
     builder = build_react_graph(
-        name="test",
         prompts=("ask",),
         tools=[weather_tool(settings), *ASK_TOOLS, *extra],
         settings=settings,

@@ -95,7 +95,7 @@ async def test_a_misplaced_tool_call_still_runs_the_tool(monkeypatch: pytest.Mon
     model = RecordedReplies(replies=[MISPLACED, AIMessage(content="平安银行，代码 000001.SZ。")])
     monkeypatch.setattr("graphs.react.shared_model", lambda settings: model)
     graph = build_react_graph(
-        name="t", prompts=("ask",), tools=[resolve_stock], settings=GraphSettings()
+        prompts=("ask",), tools=[resolve_stock], settings=GraphSettings()
     ).compile()
     result = await graph.ainvoke({"messages": [HumanMessage("分析平安")]})
     assert ran == ["平安"]
