@@ -80,12 +80,18 @@ def outcome_of(message: ToolMessage) -> Outcome:
     return "error" if message.status == "error" else "ok"
 
 
+class Refusal(TypedDict):
+    """A guard's refusal of a call: which guard, and what the model reads."""
+
+    outcome: Outcome
+    message: str
+
+
 class ToolTask(TypedDict):
     """What one tools-node task receives: a call, and the guard's refusal if any."""
 
     call: ToolCall
-    refusal: NotRequired[str]
-    refused_as: NotRequired[Outcome]
+    refusal: NotRequired[Refusal]
 
 
 def current_run(messages: Sequence[AnyMessage]) -> Sequence[AnyMessage]:
@@ -117,13 +123,10 @@ def plan_tool_tasks(messages: Sequence[AnyMessage], *, max_calls_per_tool: int) 
         name, signature = call["name"], _signature(call)
         task = ToolTask(call=call)
         if signature in seen:
-            task["refusal"] = REPEATED_CALL.format(name=name)
-            task["refused_as"] = "repeated"
+            task["refusal"] = Refusal(outcome="repeated", message=REPEATED_CALL.format(name=name))
         elif counts[name] >= max_calls_per_tool:
-            task["refusal"] = TOOL_CAP_REACHED.format(
-                name=name, count=counts[name], cap=max_calls_per_tool
-            )
-            task["refused_as"] = "capped"
+            capped = TOOL_CAP_REACHED.format(name=name, count=counts[name], cap=max_calls_per_tool)
+            task["refusal"] = Refusal(outcome="capped", message=capped)
         counts[name] += 1
         seen.add(signature)
         tasks.append(task)
@@ -155,7 +158,7 @@ async def run_tool_task(
     call = task["call"]
     name = call["name"]
     if "refusal" in task:
-        return _reply(call, task["refusal"], task.get("refused_as", "repeated"))
+        return _reply(call, task["refusal"]["message"], task["refusal"]["outcome"])
     by_name = {tool.name: tool for tool in tools}
     tool = by_name.get(name)
     if tool is None:

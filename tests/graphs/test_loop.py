@@ -15,6 +15,7 @@ from graphs import weather
 from graphs.model import ModelCallFailed, ModelNotConfigured
 from graphs.react import build_react_graph
 from graphs.settings import GraphSettings
+from graphs.tools_node import outcome_of
 from tests.doubles.llm import ScriptedLLM, call, error, text, tool_call, tool_calls
 from tests.doubles.open_meteo import HANG_CITY, FakeOpenMeteo
 from tests.graphs.support import config, say
@@ -156,6 +157,7 @@ async def test_cancelling_a_question_tells_the_model(
     llm.script(text("已取消。"))
     result = await graph.ainvoke(Command(resume={question.id: {"cancelled": True}}), config())
     assert tool_messages(result)[-1].content == "用户取消了操作"
+    assert outcome_of(tool_messages(result)[-1]) == "cancelled"
 
 
 def loop_graph(saver: AsyncSqliteSaver, *extra: Any) -> CompiledStateGraph:
@@ -196,6 +198,7 @@ async def test_per_tool_cap_refuses_further_calls_of_that_tool(
     contents = [m.content for m in tool_messages(result)]
     assert "北京" in contents[0] and "上海" in contents[1]
     assert "达到上限 2 次" in contents[2]
+    assert [outcome_of(m) for m in tool_messages(result)] == ["ok", "ok", "capped"]
     assert result["messages"][-1].content == "只查了两个城市。"
 
 
@@ -210,6 +213,7 @@ async def test_a_repeated_identical_call_is_refused(
     result = await say(loop_graph(saver), "北京天气")
     second = tool_messages(result)[1]
     assert second.content.startswith("重复调用已拦截") and second.status == "error"
+    assert outcome_of(second) == "repeated"
     assert len(meteo.forecast_requests) == 1
     assert result["messages"][-1].content == "北京晴。"
 
@@ -222,6 +226,7 @@ async def test_a_slow_tool_times_out_into_a_readable_message(
     result = await say(loop_graph(saver), "慢")
     [timed_out] = tool_messages(result)
     assert timed_out.content == "错误：get_weather 执行超时（超过 0.3 秒），已放弃本次调用。"
+    assert outcome_of(timed_out) == "timeout"
     assert result["messages"][-1].content == "查询超时了。"
 
 
@@ -268,6 +273,8 @@ async def test_tool_exceptions_unknown_tools_and_bad_arguments_become_readable_m
     assert by_id["c2"].content.startswith("错误：没有名为 no_such_tool 的工具")
     assert "get_weather" in by_id["c3"].content and "location" in by_id["c3"].content
     assert all(m.status == "error" for m in by_id.values())
+    outcomes = {call_id: outcome_of(m) for call_id, m in by_id.items()}
+    assert outcomes == {"c1": "error", "c2": "unknown_tool", "c3": "invalid_args"}
     assert result["messages"][-1].content == "都失败了。"
 
 
@@ -321,8 +328,10 @@ async def test_a_sensitive_tool_asks_for_confirmation_first(
     assert effects.calls == (["delete 42"] if runs else [])
     if runs:
         assert outcome.content == "已删除 42"
+        assert outcome_of(outcome) == "ok"
     else:
         assert outcome.content.startswith("用户拒绝执行 delete_record")
+        assert outcome_of(outcome) == "declined"
         assert llm.requests[-1]["messages"][-1]["content"] == outcome.content
 
 

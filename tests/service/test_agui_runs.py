@@ -272,6 +272,10 @@ def test_a_client_disconnect_cancels_the_run_and_the_thread_stays_usable(
     assert [m["role"] for m in view["messages"]][-3:-1] == (
         ["tool", "user"] if stage == "tool" else ["assistant", "user"]
     )
+    if stage == "tool":  # the call the stopped run left unanswered says so, as data
+        abandoned_view = view["messages"][-3]
+        assert abandoned_view["metadata"] == {"outcome": "abandoned"}
+        assert abandoned_view["error"] == CALL_ABANDONED
     if stage == "model":  # what the client had been shown stays, marked as stopped
         stopped = view["messages"][-3]
         assert (stopped["content"], stopped["metadata"]) == ("我想", {"stopped": True})
