@@ -17,8 +17,6 @@ TOOL_CALL_END. A TOOL_CALL_RESULT carries the call's outcome in `metadata`
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
 import time
@@ -76,6 +74,7 @@ async def stream_run(
     input_or_command: dict[str, Any] | Command | None,
     config: RunnableConfig,
     stream_tokens: bool = True,
+    transformer: EventTransformer | None = None,
 ) -> AsyncGenerator[BaseEvent, None]:
     """Run `graph` on one thread and yield the run's AG-UI events.
 
@@ -84,10 +83,11 @@ async def stream_run(
     the per-token cost of streaming is not paid. A failure becomes a final RUN_ERROR
     event (and is logged with its traceback); cancellation (the client went away)
     propagates after closing the graph stream, so the thread keeps its last
-    checkpoint. Logs one summary line per run.
+    checkpoint. Pass `transformer` to read, after a cancel, what it had streamed.
+    Logs one summary line per run.
     """
     started = time.perf_counter()
-    tracker = EventTransformer()
+    tracker = transformer or EventTransformer()
     outcome = "cancelled"
     yield RunStartedEvent(thread_id=thread_id, run_id=run_id)
     try:
@@ -116,11 +116,6 @@ async def stream_run(
             outcome = "success"
             success = RunFinishedSuccessOutcome()
             yield RunFinishedEvent(thread_id=thread_id, run_id=run_id, outcome=success)
-    except asyncio.CancelledError:
-        stopped = tracker.stopped_reply()
-        if stopped is not None:
-            await _keep_stopped_reply(graph, config, stopped)
-        raise
     except Exception as exc:  # the run's top-level handler: report it, never break the stream
         logger.exception("run failed thread=%s run=%s graph=%s", thread_id, run_id, graph.name)
         outcome = "error"
@@ -131,28 +126,6 @@ async def stream_run(
     finally:
         elapsed_ms = (time.perf_counter() - started) * 1000
         logger.info(RUN_LOG, thread_id, run_id, graph.name, outcome, tracker.steps, elapsed_ms)
-
-
-async def _keep_stopped_reply(
-    graph: CompiledStateGraph, config: RunnableConfig, reply: AIMessage
-) -> None:
-    """Keep the text a stopped run had streamed as the assistant's reply (marked stopped).
-
-    Without it the thread would hold two user turns in a row, and the model would never
-    see what the user had already read.
-    """
-    save = asyncio.ensure_future(
-        graph.aupdate_state(config, {"messages": [reply]}, as_node=AGENT_NODE)
-    )
-    save.add_done_callback(_log_failed_save)
-    # Shielded: a cancel scope that cancels again (an HTTP disconnect) must not lose it.
-    with contextlib.suppress(asyncio.CancelledError):
-        await asyncio.shield(save)
-
-
-def _log_failed_save(save: asyncio.Future[Any]) -> None:
-    if not save.cancelled() and save.exception() is not None:
-        logger.error("could not keep a stopped reply", exc_info=save.exception())
 
 
 def run_error(exc: BaseException) -> RunErrorEvent:

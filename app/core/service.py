@@ -5,15 +5,19 @@ client (the HTTP routes, the in-process CLI) starts a run through
 `AgentService.start_run`, which checks the request, claims the thread, prepares
 the input and returns a `Run`: its `events()` stream the graph as AG-UI events
 and release the thread when they end; `result()` folds a run into the messages it
-added, read back from the thread's state.
+added, read back from the thread's state. A run stopped while its answer streamed
+keeps the text shown so far as the assistant's reply, marked stopped, and holds the
+thread until that is written.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing, asynccontextmanager, suppress
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from ag_ui.core import (
     BaseEvent,
@@ -24,12 +28,12 @@ from ag_ui.core import (
     RunFinishedEvent,
 )
 from ag_ui.core.events import RunFinishedInterruptOutcome
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
 from app.core.errors import Conflict, NotFound
-from app.core.events import stream_run
+from app.core.events import EventTransformer, stream_run
 from app.core.leases import Lease, ThreadLocks
 from app.core.prepare import PreparedRun, check_thread_id, prepare_run
 from app.core.registry import GraphInfo, available_graphs, compile_graphs, describe
@@ -37,6 +41,9 @@ from app.core.storage import open_checkpointer
 from app.core.threads import ThreadView, delete_thread, read_thread, to_agui_messages
 from app.settings import Settings
 from graphs.model import ModelNotConfigured, shared_model
+from graphs.react import AGENT_NODE
+
+logger = logging.getLogger(__name__)
 
 UNKNOWN_GRAPH = "unknown graph {graph_id!r}; available: {available}"
 UNKNOWN_THREAD = "thread {thread_id} not found"
@@ -69,16 +76,20 @@ class Run:
         run_id: str,
         lease: Lease,
         stream_tokens: bool,
+        writes: set[asyncio.Future[Any]],
     ) -> None:
         self._graph = graph
         self._prepared = prepared
         self._lease = lease
         self._stream_tokens = stream_tokens
+        self._saving: asyncio.Future[Any] | None = None
+        self._writes = writes
         self.thread_id = prepared.thread_id
         self.run_id = run_id
 
     async def events(self) -> AsyncGenerator[BaseEvent, None]:
         """The run's AG-UI events, RUN_STARTED to RUN_FINISHED or RUN_ERROR."""
+        transformer = EventTransformer()
         try:
             events = stream_run(
                 self._graph,
@@ -87,12 +98,40 @@ class Run:
                 input_or_command=self._prepared.input,
                 config=self._prepared.config,
                 stream_tokens=self._stream_tokens,
+                transformer=transformer,
             )
             async with aclosing(events):
                 async for event in events:
                     yield event
+        except asyncio.CancelledError:
+            reply = transformer.stopped_reply()
+            if reply is not None:
+                self._keep(reply)
+            raise
         finally:
-            self._lease.release()
+            self.release()
+
+    def _keep(self, reply: AIMessage) -> None:
+        """Write a stopped run's shown text to the thread; the lease waits for the write.
+
+        A task of its own, not awaited: a cancelled caller (an HTTP disconnect cancels
+        again at every await) must not lose it. The lease is marked abandoned, so a new
+        run on the thread waits for it instead of being refused.
+        """
+        self._lease.abandon()
+        self._saving = asyncio.ensure_future(
+            self._graph.aupdate_state(
+                self._prepared.config, {"messages": [reply]}, as_node=AGENT_NODE
+            )
+        )
+        self._saving.add_done_callback(self._saved)
+        self._writes.add(self._saving)
+        self._saving.add_done_callback(self._writes.discard)
+
+    def _saved(self, saving: asyncio.Future[Any]) -> None:
+        if not saving.cancelled() and saving.exception() is not None:
+            logger.error("could not keep a stopped reply", exc_info=saving.exception())
+        self._lease.release()
 
     async def result(self) -> RunResult:
         """Run to the end; the messages it added, its interrupts, its error if any."""
@@ -119,8 +158,12 @@ class Run:
         self._lease.abandon()
 
     def release(self) -> None:
-        """Let the thread go (idempotent; the events release it themselves when they end)."""
-        self._lease.release()
+        """Let the thread go (idempotent; the events release it themselves when they end).
+
+        While a stopped reply is being written, the write releases it when done.
+        """
+        if self._saving is None or self._saving.done():
+            self._lease.release()
 
 
 class AgentService:
@@ -138,6 +181,8 @@ class AgentService:
         self.listing = listing
         self.saver = saver
         self.locks = ThreadLocks()
+        # Writes a stopped run left going; the store stays open until they land.
+        self.writes: set[asyncio.Future[Any]] = set()
 
     def graph(self, graph_id: str) -> CompiledStateGraph:
         """The compiled agent `graph_id`; NotFound when there is none."""
@@ -178,7 +223,14 @@ class AgentService:
         except BaseException:
             lease.release()
             raise
-        return Run(graph, prepared, run_id=run_id, lease=lease, stream_tokens=stream_tokens)
+        return Run(
+            graph,
+            prepared,
+            run_id=run_id,
+            lease=lease,
+            stream_tokens=stream_tokens,
+            writes=self.writes,
+        )
 
     async def thread(self, thread_id: str) -> ThreadView:
         """The thread's messages and pending interrupts; NotFound when it does not exist."""
@@ -206,4 +258,8 @@ async def open_service(
         # the first run reports it.
         with suppress(ModelNotConfigured):
             shared_model(settings)
-        yield AgentService(settings, graphs, describe(modules), saver)
+        service = AgentService(settings, graphs, describe(modules), saver)
+        try:
+            yield service
+        finally:
+            await asyncio.gather(*service.writes, return_exceptions=True)

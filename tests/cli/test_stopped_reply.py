@@ -37,3 +37,22 @@ def test_a_half_answer_stopped_with_ctrl_c_is_kept_as_the_assistants_reply(
     resumed.expect(CHAT_PROMPT)
     resumed.line("/exit")
     assert resumed.exit_code() == 0
+
+
+def test_leaving_right_after_a_stop_still_keeps_the_half_answer(cli: Cli, llm: ScriptedLLM) -> None:
+    llm.script(hang(60, partial="很久很久以前，"))
+    term = cli("chat", "weather")
+    thread_id = term.thread_id()
+    term.expect(CHAT_PROMPT)
+    term.line("讲个故事")
+    term.expect("很久很久以前，")
+    term.send(CTRL_C)
+    term.expect(CHAT_PROMPT)
+    term.line("/exit")  # the store closes only once the stopped reply is written
+    assert term.exit_code() == 0
+
+    resumed = cli("chat", "weather", "--thread", thread_id)
+    resumed.expect("很久很久以前，")
+    resumed.expect(CHAT_PROMPT)
+    resumed.line("/exit")
+    assert resumed.exit_code() == 0
