@@ -17,7 +17,7 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing, asynccontextmanager, suppress
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from ag_ui.core import (
     BaseEvent,
@@ -28,7 +28,7 @@ from ag_ui.core import (
     RunFinishedEvent,
 )
 from ag_ui.core.events import RunFinishedInterruptOutcome
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
@@ -57,12 +57,6 @@ class RunResult:
     messages: list[Message]
     interrupts: list[Interrupt]
     error: RunErrorEvent | None
-
-    @property
-    def status(self) -> Literal["done", "interrupted", "error"]:
-        if self.error is not None:
-            return "error"
-        return "interrupted" if self.interrupts else "done"
 
 
 class Run:
@@ -149,7 +143,7 @@ class Run:
         added = [
             message
             for message in (snapshot.values or {}).get("messages", [])
-            if message.id not in known and not isinstance(message, HumanMessage)
+            if message.id not in known
         ]
         return RunResult(to_agui_messages(added), interrupts, error)
 

@@ -156,7 +156,7 @@ async def test_a_failed_lookup_is_a_failed_call_not_a_normal_result() -> None:
     assert message.content == "查询「  」天气失败：没有提供城市名称"
 
 
-async def test_the_tool_asks_the_service_its_settings_name_not_the_environment(
+async def test_the_tool_keeps_the_settings_it_was_built_with_when_the_environment_changes(
     meteo: FakeOpenMeteo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = OpenMeteoSettings()

@@ -106,7 +106,6 @@ export class ToolCard {
   private readonly preview: HTMLElement;
   private args = "";
   state: ToolState = "streaming";
-  outcome: Outcome | undefined;
 
   constructor(
     readonly id: string,
@@ -171,7 +170,6 @@ export class ToolCard {
     this.resultEl.textContent = content || "（空）";
     this.resultBox.hidden = false;
     this.preview.textContent = oneLine(content, 120);
-    this.outcome = outcome;
     this.setState(outcome === "ok" ? "done" : NOT_RUN.has(outcome) ? "declined" : "failed");
   }
 
