@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from types import FrameType
 
 from app.core.registry import GRAPH_MODULES
 from app.settings import get_settings
@@ -54,13 +55,26 @@ def _serve(args: argparse.Namespace) -> int:
     for chatty in ("httpx", "httpx2"):  # one INFO line per model call otherwise
         logging.getLogger(chatty).setLevel(logging.WARNING)
     settings = get_settings()
-    uvicorn.run(
-        create_app(settings),
+    app = create_app(settings)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            # New runs are refused from the signal on, not once the connections drain.
+            service = getattr(app.state, "service", None)
+            if service is not None:
+                service.begin_shutdown()
+            super().handle_exit(sig, frame)
+
+    config = uvicorn.Config(
+        app,
         host=args.host or settings.host,
         port=settings.port if args.port is None else args.port,
         log_level="info",
         access_log=False,
+        # Streams get the grace period (sse-starlette), then the runs are left to resume.
+        timeout_graceful_shutdown=int(settings.agent_shutdown_grace_s) + 2,
     )
+    Server(config).run()
     return 0
 
 

@@ -25,6 +25,8 @@ class Settings(GraphSettings):
     agent_max_body_bytes: int = Field(256 * 1024, ge=1024)
     agent_max_message_bytes: int = Field(32 * 1024, ge=256)
     agent_sse_keepalive_s: float = Field(15.0, gt=0)
+    agent_run_events_ttl_s: float = Field(3600.0, gt=0)
+    agent_shutdown_grace_s: float = Field(10.0, ge=0)
     agent_extra_graphs: str = ""  # "id=module,...": graphs served besides GRAPH_MODULES (bench/)
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)

@@ -5,11 +5,13 @@ readable message. The HTTP server has one handler for `ServiceError`; the termin
 client shows `message`. The status rule:
 
 - 400 the body is not JSON; 401 missing or wrong bearer key; 404 unknown graph or thread;
-- 409 the thread's state does not allow it now (a run in progress, another graph's
-  thread, answers awaited, nothing pending, an interrupt id not pending);
-- 413 body too large; 422 the request itself is wrong (a bad answer, a message too
-  long or not text, no new user message, a bad id);
-- 502 a run that failed (`/api/chat`); 503 the service cannot be reached (client side).
+- 409 the thread's state does not allow it now (a run in progress, a run id taken, a
+  finished run cancelled, another graph's thread, answers awaited, nothing pending, an
+  interrupt id not pending);
+- 410 a run whose events have expired; 413 body too large; 422 the request itself is
+  wrong (a bad answer, a message too long or not text, no new user message, a bad id);
+- 502 a run that failed (`/api/chat`); 503 the service is shutting down, or (client
+  side) cannot be reached.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ class Unauthorized(ServiceError):
 
 
 class NotFound(ServiceError):
-    """No such graph or thread (404)."""
+    """No such graph, thread or run (404)."""
 
     status = 404
 
@@ -60,6 +62,12 @@ class Conflict(ServiceError):
     """The thread's state refuses the request now (409); nothing was changed."""
 
     status = 409
+
+
+class Gone(ServiceError):
+    """What was asked for existed but is no longer kept (410)."""
+
+    status = 410
 
 
 class TooLarge(ServiceError):
@@ -80,7 +88,11 @@ class RunFailed(ServiceError):
     status = 502
 
 
-class Unreachable(ServiceError):
-    """A client could not reach the service (503)."""
+class Unavailable(ServiceError):
+    """The service takes no new work now: it is shutting down (503)."""
 
     status = 503
+
+
+class Unreachable(Unavailable):
+    """A client could not reach the service (503)."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Iterable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
@@ -75,6 +75,8 @@ async def stream_run(
     config: RunnableConfig,
     stream_tokens: bool = True,
     transformer: EventTransformer | None = None,
+    checkpoint_id: str | None = None,
+    announce: bool = True,
 ) -> AsyncGenerator[BaseEvent, None]:
     """Run `graph` on one thread and yield the run's AG-UI events.
 
@@ -84,18 +86,25 @@ async def stream_run(
     event (and is logged with its traceback); cancellation (the client went away)
     propagates after closing the graph stream, so the thread keeps its last
     checkpoint. Pass `transformer` to read, after a cancel, what it had streamed.
+    `checkpoint_id` runs from that checkpoint instead of the latest (a rollback);
+    `announce=False` leaves out RUN_STARTED (a resumed run already sent it).
     Logs one summary line per run.
     """
     started = time.perf_counter()
     tracker = transformer or EventTransformer()
     outcome = "cancelled"
-    yield RunStartedEvent(thread_id=thread_id, run_id=run_id)
+    if announce:
+        yield RunStartedEvent(thread_id=thread_id, run_id=run_id)
+    start = config
+    if checkpoint_id is not None:
+        configurable = {**config["configurable"], "checkpoint_id": checkpoint_id}
+        start = {**config, "configurable": configurable}
     try:
         stream = cast(
             AsyncGenerator[tuple[str, Any], None],
             graph.astream(
                 input_or_command,
-                config,
+                start,
                 stream_mode=STREAM_MODES if stream_tokens else WHOLE_MODES,
             ),
         )
@@ -137,6 +146,31 @@ def run_error(exc: BaseException) -> RunErrorEvent:
     if isinstance(exc, GraphRecursionError):
         return RunErrorEvent(message=RECURSION_LIMIT, code="recursion_limit")
     return RunErrorEvent(message=INTERNAL_ERROR, code="internal_error")
+
+
+def close_open(events: Iterable[BaseEvent]) -> list[BaseEvent]:
+    """The END/FINISHED events for what `events` (a log cut short by a crash) left open."""
+    texts: dict[str, None] = {}
+    calls: dict[str, None] = {}
+    step: str | None = None
+    for event in events:
+        if isinstance(event, TextMessageStartEvent):
+            texts[event.message_id] = None
+        elif isinstance(event, TextMessageEndEvent):
+            texts.pop(event.message_id, None)
+        elif isinstance(event, ToolCallStartEvent):
+            calls[event.tool_call_id] = None
+        elif isinstance(event, ToolCallEndEvent):
+            calls.pop(event.tool_call_id, None)
+        elif isinstance(event, StepStartedEvent):
+            step = event.step_name
+        elif isinstance(event, StepFinishedEvent):
+            step = None
+    closing: list[BaseEvent] = [TextMessageEndEvent(message_id=text) for text in texts]
+    closing += [ToolCallEndEvent(tool_call_id=call) for call in calls]
+    if step is not None:
+        closing.append(StepFinishedEvent(step_name=step))
+    return closing
 
 
 def _dumps(args: Mapping[str, Any]) -> str:

@@ -50,13 +50,15 @@ class PreparedRun:
     """What `events.stream_run` needs: the graph input (or resume) and the config.
 
     `known` holds the ids of the messages the thread had before, plus the input's:
-    whatever else the thread holds after the run is what the run added.
+    whatever else the thread holds after the run is what the run added. `checkpoint_id`
+    is the checkpoint the run starts from (None: a new thread).
     """
 
     thread_id: str
     input: dict[str, Any] | Command
     config: RunnableConfig
     known: frozenset[str]
+    checkpoint_id: str | None = None
 
 
 def check_thread_id(thread_id: str) -> str:
@@ -74,15 +76,21 @@ async def prepare_run(
     messages: Sequence[Message],
     resume: Sequence[ResumeEntry] | None,
     max_message_bytes: int,
+    checkpoint_id: str | None = None,
 ) -> PreparedRun:
     """Check the request against the thread's state and build the run's input.
 
     With `resume`, the answers become `Command(resume={interrupt_id: payload})`, each
     validated against its interrupt's payload first (`messages` are then history only).
-    Otherwise the user messages the thread has not seen (by id) are the input.
+    Otherwise the user messages the thread has not seen (by id) are the input. The
+    state is the latest checkpoint's, or `checkpoint_id`'s (a rollback).
     """
     config = run_config(check_thread_id(thread_id), graph_id)
-    snapshot = await graph.aget_state(config)
+    at = config
+    if checkpoint_id is not None:
+        at = {**config, "configurable": {**config["configurable"], "checkpoint_id": checkpoint_id}}
+    snapshot = await graph.aget_state(at)
+    start = (snapshot.config or {}).get("configurable", {}).get("checkpoint_id")
     owner = graph_of(snapshot)
     if owner is not None and owner != graph_id:
         message = WRONG_GRAPH.format(thread_id=thread_id, owner=owner, graph_id=graph_id)
@@ -91,7 +99,7 @@ async def prepare_run(
     seen = {message.id for message in history if message.id}
     if resume:
         command: Command[Any] = Command(resume=_answers(snapshot, thread_id, resume))
-        return PreparedRun(thread_id, command, config, frozenset(seen))
+        return PreparedRun(thread_id, command, config, frozenset(seen), start)
     if snapshot.interrupts:
         ids = ", ".join(pending.id for pending in snapshot.interrupts)
         raise Conflict("awaiting_answers", AWAITING_ANSWERS.format(thread_id=thread_id, ids=ids))
@@ -102,9 +110,9 @@ async def prepare_run(
     ]
     if not new:
         raise Invalid("no_new_message", NO_NEW_MESSAGE)
-    added = [*_abandoned_calls(history), *new]
+    added = [*abandoned_calls(history), *new]
     known = frozenset(seen | {message.id for message in added if message.id})
-    return PreparedRun(thread_id, {"messages": added}, config, known)
+    return PreparedRun(thread_id, {"messages": added}, config, known, start)
 
 
 def _answers(
@@ -153,7 +161,7 @@ def _human(message: UserMessage, max_bytes: int) -> HumanMessage:
     return HumanMessage(content=text, id=message.id)
 
 
-def _abandoned_calls(history: Sequence[AnyMessage]) -> list[ToolMessage]:
+def abandoned_calls(history: Sequence[AnyMessage]) -> list[ToolMessage]:
     """Results for the tool calls a stopped run left unanswered.
 
     Providers reject a history where an assistant's tool call has no tool message,

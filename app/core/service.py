@@ -1,23 +1,27 @@
-"""The run core's entry point: start a run, read or forget a thread.
+"""The run core's entry point: start, follow and cancel runs; read or forget a thread.
 
-`open_service(settings)` opens the checkpointer and compiles the agents once. Every
-client (the HTTP routes, the in-process CLI) starts a run through
-`AgentService.start_run`, which checks the request, claims the thread, prepares
-the input and returns a `Run`: its `events()` stream the graph as AG-UI events
-and release the thread when they end; `result()` folds a run into the messages it
-added, read back from the thread's state. A run stopped while its answer streamed
-keeps the text shown so far as the assistant's reply, marked stopped, and holds the
-thread until that is written.
+`open_service(settings)` opens the checkpointer and the run store and compiles the
+agents; with `recover=True` it resumes the runs a dead process left active. Every
+client starts a run through `AgentService.start_run`: it checks the request, records
+the run and executes it as a task of its own, so a run outlives the connection that
+started it. A run's events go to its log (`app.core.runlog`) and clients follow the
+log, from the start or from any event. One run per thread at a time: the runs of a
+thread queue in this process, and a new one while another is active follows its
+multitask strategy (reject, enqueue, interrupt, rollback).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
+import time
+import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing, asynccontextmanager, suppress
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from ag_ui.core import (
     BaseEvent,
@@ -26,28 +30,65 @@ from ag_ui.core import (
     ResumeEntry,
     RunErrorEvent,
     RunFinishedEvent,
+    RunStartedEvent,
 )
 from ag_ui.core.events import RunFinishedInterruptOutcome
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AnyMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
+from pydantic import TypeAdapter
 
-from app.core.errors import Conflict, NotFound
-from app.core.events import EventTransformer, stream_run
-from app.core.leases import Lease, ThreadLocks
-from app.core.prepare import PreparedRun, check_thread_id, prepare_run
+from app.core.errors import Conflict, Gone, Invalid, NotFound, ServiceError, Unavailable
+from app.core.events import INTERNAL_ERROR, EventTransformer, close_open, stream_run
+from app.core.prepare import PreparedRun, abandoned_calls, check_thread_id, prepare_run
 from app.core.registry import GraphInfo, available_graphs, compile_graphs, describe
+from app.core.runlog import Entry, LiveLog, LogWriter, decode, is_terminal
+from app.core.runs import RunError, RunRecord, RunStatus, RunStore, StoredRun, open_run_store
 from app.core.storage import open_checkpointer
-from app.core.threads import ThreadView, delete_thread, read_thread, to_agui_messages
+from app.core.threads import (
+    ThreadView,
+    delete_thread,
+    read_thread,
+    run_config,
+    to_agui_messages,
+)
 from app.settings import Settings
 from graphs.model import ModelNotConfigured, shared_model
-from graphs.react import AGENT_NODE
+from graphs.react import AGENT_NODE, TOOLS_NODE
 
 logger = logging.getLogger(__name__)
 
+MultitaskStrategy = Literal["reject", "enqueue", "interrupt", "rollback"]
+
 UNKNOWN_GRAPH = "unknown graph {graph_id!r}; available: {available}"
 UNKNOWN_THREAD = "thread {thread_id} not found"
+UNKNOWN_RUN = "run {run_id} not found on thread {thread_id}"
+THREAD_BUSY = (
+    "thread {thread_id} already has a run in progress ({run_id}); wait for it, or send "
+    'with multitaskStrategy "enqueue", "interrupt" or "rollback"'
+)
 THREAD_RUNNING = "thread {thread_id} has a run in progress"
+RUN_EXISTS = "thread {thread_id} already has a run {run_id}; use a new runId"
+RUN_FINISHED = "run {run_id} has already finished ({status})"
+RUN_ELSEWHERE = "run {run_id} is executed by another process ({owner})"
+EVENTS_EXPIRED = (
+    "the events of run {run_id} have expired (kept {ttl:g} s after a run ends); "
+    "read the thread's messages instead"
+)
+BAD_RUN_ID = "invalid run id {value!r}: use 1-128 letters, digits or ._:@- characters"
+SHUTTING_DOWN = "the service is shutting down; retry in a moment"
+CANCELLED = "运行已被取消"
+NOT_RESUMABLE = "运行无法恢复：智能体 {graph!r} 已不在本服务中"
+RESUME_FAILED = "运行无法恢复：{reason}"
+
+HOST = socket.gethostname()
+# Runs that were being cancelled get this long to let go before a new run is refused.
+SETTLE_S = 5.0
+PURGE_EVERY_S = 60.0
+POLL_S = 0.1
+
+_messages: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+_answers: TypeAdapter[list[ResumeEntry]] = TypeAdapter(list[ResumeEntry])
 
 
 @dataclass(slots=True)
@@ -60,108 +101,88 @@ class RunResult:
 
 
 class Run:
-    """A started run: it holds its thread's lease until its events end or it is released."""
+    """A run this process executes: its record, its event log and its task."""
 
     def __init__(
         self,
-        graph: CompiledStateGraph,
-        prepared: PreparedRun,
+        service: AgentService,
+        graph: CompiledStateGraph | None,
+        record: RunRecord,
+        request: dict[str, Any],
         *,
-        run_id: str,
-        lease: Lease,
-        stream_tokens: bool,
-        writes: set[asyncio.Future[Any]],
+        base: int = 0,
+        checkpoint_before: str | None = None,
     ) -> None:
+        self.record = record
+        self.request = request
+        self.log = LiveLog(record.thread_id, record.run_id, service.writer, base=base)
+        self.task: asyncio.Task[None] | None = None
+        self.prepared: PreparedRun | None = None
+        self.checkpoint_before = checkpoint_before
+        self.entered_graph = False
+        self.rollback_from: Run | None = None
+        self.cancel_requested = False
+        self.suspended = False
+        self.finished = asyncio.Event()
+        self._service = service
         self._graph = graph
-        self._prepared = prepared
-        self._lease = lease
-        self._stream_tokens = stream_tokens
-        self._saving: asyncio.Future[Any] | None = None
-        self._writes = writes
-        self.thread_id = prepared.thread_id
-        self.run_id = run_id
 
-    async def events(self) -> AsyncGenerator[BaseEvent, None]:
-        """The run's AG-UI events, RUN_STARTED to RUN_FINISHED or RUN_ERROR."""
-        transformer = EventTransformer()
-        try:
-            events = stream_run(
-                self._graph,
-                thread_id=self.thread_id,
-                run_id=self.run_id,
-                input_or_command=self._prepared.input,
-                config=self._prepared.config,
-                stream_tokens=self._stream_tokens,
-                transformer=transformer,
-            )
-            async with aclosing(events):
-                async for event in events:
-                    yield event
-        except asyncio.CancelledError:
-            reply = transformer.stopped_reply()
-            if reply is not None:
-                self._keep(reply)
-            raise
-        finally:
-            self.release()
+    @property
+    def thread_id(self) -> str:
+        return self.record.thread_id
 
-    def _keep(self, reply: AIMessage) -> None:
-        """Write a stopped run's shown text to the thread; the lease waits for the write.
+    @property
+    def run_id(self) -> str:
+        return self.record.run_id
 
-        A task of its own, not awaited: a cancelled caller (an HTTP disconnect cancels
-        again at every await) must not lose it. The lease is marked abandoned, so a new
-        run on the thread waits for it instead of being refused.
-        """
-        self._lease.abandon()
-        self._saving = asyncio.ensure_future(
-            self._graph.aupdate_state(
-                self._prepared.config, {"messages": [reply]}, as_node=AGENT_NODE
-            )
-        )
-        self._saving.add_done_callback(self._saved)
-        self._writes.add(self._saving)
-        self._saving.add_done_callback(self._writes.discard)
+    def entries(self, after: int = 0) -> AsyncGenerator[Entry, None]:
+        """The run's logged events after `after`, then each new one, to its last."""
+        return self.log.follow(self._service.store, after)
 
-    def _saved(self, saving: asyncio.Future[Any]) -> None:
-        if not saving.cancelled() and saving.exception() is not None:
-            logger.error("could not keep a stopped reply", exc_info=saving.exception())
-        self._lease.release()
+    async def events(self, after: int = 0) -> AsyncIterator[BaseEvent]:
+        """The same, as typed AG-UI events (RUN_STARTED to RUN_FINISHED or RUN_ERROR)."""
+        async with aclosing(self.entries(after)) as entries:
+            async for entry in entries:
+                yield entry.typed()
 
     async def result(self) -> RunResult:
-        """Run to the end; the messages it added, its interrupts, its error if any."""
+        """Wait for the run's end; the messages it added, its interrupts, its error if any."""
         interrupts: list[Interrupt] = []
         error: RunErrorEvent | None = None
-        async with aclosing(self.events()) as events:
-            async for event in events:
-                if isinstance(event, RunFinishedEvent):
-                    if isinstance(event.outcome, RunFinishedInterruptOutcome):
-                        interrupts = list(event.outcome.interrupts)
-                elif isinstance(event, RunErrorEvent):
-                    error = event
-        snapshot = await self._graph.aget_state(self._prepared.config)
-        known = self._prepared.known
+        async for event in self.events():
+            if isinstance(event, RunFinishedEvent):
+                if isinstance(event.outcome, RunFinishedInterruptOutcome):
+                    interrupts = list(event.outcome.interrupts)
+            elif isinstance(event, RunErrorEvent):
+                error = event
+        prepared = self.prepared
+        if prepared is None or self._graph is None:
+            return RunResult([], interrupts, error)
+        snapshot = await self._graph.aget_state(prepared.config)
         added = [
             message
             for message in (snapshot.values or {}).get("messages", [])
-            if message.id not in known
+            if message.id not in prepared.known
         ]
         return RunResult(to_agui_messages(added), interrupts, error)
 
-    def abandon(self) -> None:
-        """The client went away: the run is about to be cancelled."""
-        self._lease.abandon()
+    def cancel(self) -> None:
+        """Stop the run at its next await point (idempotent); its log ends `cancelled`."""
+        if self.cancel_requested or self.finished.is_set():
+            return
+        self.cancel_requested = True
+        if self.task is not None:
+            self.task.cancel()
 
-    def release(self) -> None:
-        """Let the thread go (idempotent; the events release it themselves when they end).
-
-        While a stopped reply is being written, the write releases it when done.
-        """
-        if self._saving is None or self._saving.done():
-            self._lease.release()
+    def suspend(self) -> None:
+        """Stop the run for a shutdown: it stays active, for the next start to resume."""
+        self.suspended = True
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
 
 
 class AgentService:
-    """The compiled agents on one checkpointer, and one run per thread at a time."""
+    """The compiled agents on one database: runs, their logs, and one run per thread."""
 
     def __init__(
         self,
@@ -169,14 +190,20 @@ class AgentService:
         graphs: dict[str, CompiledStateGraph],
         listing: list[GraphInfo],
         saver: BaseCheckpointSaver,
+        store: RunStore,
     ) -> None:
         self.settings = settings
         self.graphs = graphs
         self.listing = listing
         self.saver = saver
-        self.locks = ThreadLocks()
-        # Writes a stopped run left going; the store stays open until they land.
-        self.writes: set[asyncio.Future[Any]] = set()
+        self.store = store
+        self.writer = LogWriter(store)
+        self.owner = f"{HOST}:{os.getpid()}"
+        self.closing = False
+        self._closing_at = 0.0
+        self._purged_at = 0.0
+        # The active (queued or running) runs of each thread, in the order they run.
+        self._threads: dict[str, list[Run]] = {}
 
     def graph(self, graph_id: str) -> CompiledStateGraph:
         """The compiled agent `graph_id`; NotFound when there is none."""
@@ -188,6 +215,8 @@ class AgentService:
             )
         return graph
 
+    # --- starting ------------------------------------------------------------------------
+
     async def start_run(
         self,
         graph_id: str,
@@ -197,34 +226,288 @@ class AgentService:
         messages: Sequence[Message] = (),
         resume: Sequence[ResumeEntry] | None = None,
         stream_tokens: bool = True,
+        multitask_strategy: MultitaskStrategy = "reject",
     ) -> Run:
-        """Check, claim the thread, prepare: the one way a run starts.
+        """Check, record and start a run: the one way a run starts.
 
-        Raises a ServiceError (nothing changed, the thread left free) when the request
-        or the thread's state refuses the run.
+        Raises a ServiceError (nothing recorded, nothing changed) when the request or
+        the thread's state refuses it. The run then executes on its own; follow it
+        with `Run.entries()`/`events()`, stop it with `cancel()`.
         """
+        if self.closing:
+            raise Unavailable("shutting_down", SHUTTING_DOWN)
         graph = self.graph(graph_id)
-        lease = await self.locks.claim(check_thread_id(thread_id))
-        try:
-            prepared = await prepare_run(
-                graph,
-                graph_id=graph_id,
-                thread_id=thread_id,
-                messages=messages,
-                resume=resume,
-                max_message_bytes=self.settings.agent_max_message_bytes,
-            )
-        except BaseException:
-            lease.release()
-            raise
-        return Run(
-            graph,
-            prepared,
+        check_thread_id(thread_id)
+        check_run_id(run_id)
+        await self._settle(thread_id)
+        ahead = list(self._threads.get(thread_id, ()))
+        if any(run.run_id == run_id for run in ahead):
+            raise Conflict("run_exists", RUN_EXISTS.format(thread_id=thread_id, run_id=run_id))
+        if ahead and multitask_strategy == "reject":
+            busy = THREAD_BUSY.format(thread_id=thread_id, run_id=ahead[0].run_id)
+            raise Conflict("thread_busy", busy)
+        request = {
+            "messages": [m.model_dump(mode="json", by_alias=True) for m in messages],
+            "resume": [r.model_dump(mode="json", by_alias=True) for r in resume or ()],
+            "streamTokens": stream_tokens,
+        }
+        record = RunRecord(
             run_id=run_id,
-            lease=lease,
-            stream_tokens=stream_tokens,
-            writes=self.writes,
+            thread_id=thread_id,
+            graph=graph_id,
+            status="queued" if ahead else "running",
+            created_at=time.time(),
         )
+        run = Run(self, graph, record, request)
+        queue = self._threads.setdefault(thread_id, [])
+        queue.append(run)  # claimed before the first await: a concurrent start sees it
+        try:
+            prepared = await self._prepare(run, graph)
+            run.checkpoint_before = prepared.checkpoint_id
+            stored = StoredRun(
+                record=record,
+                owner=self.owner,
+                request=request,
+                checkpoint_before=None if ahead else prepared.checkpoint_id,
+            )
+            if not await self.store.create(stored):
+                raise Conflict("run_exists", RUN_EXISTS.format(thread_id=thread_id, run_id=run_id))
+        except BaseException:
+            self._leave(run)
+            raise
+        if ahead and multitask_strategy in ("interrupt", "rollback"):
+            if multitask_strategy == "rollback":
+                run.rollback_from = next((r for r in ahead if r.record.status == "running"), None)
+            for earlier in ahead:
+                earlier.cancel()
+        run.task = asyncio.create_task(
+            self._execute(run, graph, None if ahead else prepared), name=f"run {run_id}"
+        )
+        return run
+
+    async def _settle(self, thread_id: str) -> None:
+        """Give runs that are being cancelled a moment to end, so "stop, then send" works."""
+        queue = self._threads.get(thread_id)
+        if queue and all(run.cancel_requested for run in queue):
+            with suppress(TimeoutError):
+                async with asyncio.timeout(SETTLE_S):
+                    for run in list(queue):
+                        await run.finished.wait()
+
+    async def _prepare(
+        self, run: Run, graph: CompiledStateGraph, checkpoint_id: str | None = None
+    ) -> PreparedRun:
+        request = run.request
+        return await prepare_run(
+            graph,
+            graph_id=run.record.graph,
+            thread_id=run.thread_id,
+            messages=_messages.validate_python(request["messages"]),
+            resume=_answers.validate_python(request["resume"]) or None,
+            max_message_bytes=self.settings.agent_max_message_bytes,
+            checkpoint_id=checkpoint_id,
+        )
+
+    # --- executing -----------------------------------------------------------------------
+
+    async def _execute(
+        self,
+        run: Run,
+        graph: CompiledStateGraph,
+        prepared: PreparedRun | None,
+        *,
+        resumed: bool = False,
+    ) -> None:
+        """Run to the end, writing every event to the run's log and its end to its record."""
+        transformer = EventTransformer()
+        status: RunStatus = "error"
+        error: RunError | None = None
+        try:
+            fork: str | None = None
+            if prepared is None:
+                prepared, fork = await self._start_queued(run, graph)
+            run.prepared = prepared
+            run.entered_graph = True
+            events = stream_run(
+                graph,
+                thread_id=run.thread_id,
+                run_id=run.run_id,
+                input_or_command=None if resumed else prepared.input,
+                config=prepared.config,
+                stream_tokens=bool(run.request.get("streamTokens", True)),
+                transformer=transformer,
+                checkpoint_id=fork,
+                announce=run.log.last == 0,
+            )
+            async with aclosing(events):
+                async for event in events:
+                    run.log.emit(event)
+                    status, error = _ending(event, status, error)
+        except asyncio.CancelledError:
+            if run.suspended:
+                run.log.close()
+                self._leave(run)
+                raise
+            _uncancel()
+            if run.entered_graph:
+                await self._keep_stopped(run, graph, transformer)
+            status, error = "cancelled", RunError(code="cancelled", message=CANCELLED)
+            self._fail(run, error)
+        except ServiceError as exc:  # the thread's state refused a queued run at its turn
+            status, error = "error", RunError(code=exc.code, message=exc.message)
+            self._fail(run, error)
+        except Exception:  # the run's top-level handler: a run never stays active
+            logger.exception("run %s on thread %s failed to start", run.run_id, run.thread_id)
+            status, error = "error", RunError(code="internal_error", message=INTERNAL_ERROR)
+            self._fail(run, error)
+        await self._finish(run, status, error)
+
+    async def _start_queued(
+        self, run: Run, graph: CompiledStateGraph
+    ) -> tuple[PreparedRun, str | None]:
+        """Wait for the thread, then prepare from the state then (or a rollback's)."""
+        for earlier in list(self._threads.get(run.thread_id, ())):
+            if earlier is run:
+                break
+            await earlier.finished.wait()
+        fork: str | None = None
+        source = run.rollback_from
+        if source is not None and source.entered_graph:
+            fork = source.checkpoint_before
+            if fork is None:  # the thread began with that run: roll back to nothing
+                await delete_thread(self.saver, run.thread_id)
+        prepared = await self._prepare(run, graph, fork)
+        run.checkpoint_before = prepared.checkpoint_id
+        await self.store.started(
+            run.thread_id, run.run_id, owner=self.owner, checkpoint_before=prepared.checkpoint_id
+        )
+        run.record.status = "running"
+        return prepared, fork
+
+    async def _keep_stopped(
+        self, run: Run, graph: CompiledStateGraph, transformer: EventTransformer
+    ) -> None:
+        """Keep a cancelled run's shown text as a stopped reply, and answer its open calls."""
+        prepared = run.prepared
+        if prepared is None:
+            return
+        try:
+            snapshot = await graph.aget_state(prepared.config)
+            history: list[AnyMessage] = (snapshot.values or {}).get("messages", [])
+            reply = transformer.stopped_reply()
+            writes: list[AnyMessage] = [*abandoned_calls(history)]
+            if reply is not None:
+                writes.append(reply)
+            if writes:
+                node = AGENT_NODE if reply is not None else TOOLS_NODE
+                await graph.aupdate_state(prepared.config, {"messages": writes}, as_node=node)
+        except Exception:  # the cancel still ends the run; the next run closes open calls
+            logger.exception("could not keep what run %s left", run.run_id)
+
+    def _fail(self, run: Run, error: RunError) -> None:
+        if run.log.last == 0:
+            run.log.emit(RunStartedEvent(thread_id=run.thread_id, run_id=run.run_id))
+        run.log.emit(RunErrorEvent(code=error.code, message=error.message))
+
+    async def _finish(self, run: Run, status: RunStatus, error: RunError | None) -> None:
+        try:
+            await run.log.written()
+            finished_at = await self.store.finished(run.thread_id, run.run_id, status, error)
+            run.record.status, run.record.error = status, error
+            run.record.finished_at = finished_at
+        except Exception:
+            logger.exception("could not record the end of run %s", run.run_id)
+        finally:
+            self._leave(run)
+            run.log.close()
+        if time.monotonic() - self._purged_at >= PURGE_EVERY_S:
+            self._purged_at = time.monotonic()
+            with suppress(Exception):
+                await self.store.expire(time.time() - self.settings.agent_run_events_ttl_s)
+
+    def _leave(self, run: Run) -> None:
+        queue = self._threads.get(run.thread_id)
+        if queue is not None and run in queue:
+            queue.remove(run)
+            if not queue:
+                del self._threads[run.thread_id]
+        run.finished.set()
+
+    # --- reading and cancelling ----------------------------------------------------------
+
+    def _live(self, thread_id: str, run_id: str) -> Run | None:
+        return next((r for r in self._threads.get(thread_id, ()) if r.run_id == run_id), None)
+
+    async def run_record(self, thread_id: str, run_id: str) -> RunRecord:
+        """One run of the thread; NotFound when there is none."""
+        live = self._live(check_thread_id(thread_id), check_run_id(run_id))
+        if live is not None:
+            return live.record
+        stored = await self.store.get(thread_id, run_id)
+        if stored is None:
+            raise NotFound("unknown_run", UNKNOWN_RUN.format(run_id=run_id, thread_id=thread_id))
+        return stored.record
+
+    async def runs(self, thread_id: str) -> list[RunRecord]:
+        """The thread's runs, newest first (live ones as this process sees them)."""
+        records = await self.store.of_thread(check_thread_id(thread_id))
+        live = {run.run_id: run.record for run in self._threads.get(thread_id, ())}
+        return [live.get(record.run_id, record) for record in records]
+
+    async def join(
+        self, thread_id: str, run_id: str, after: int = 0
+    ) -> AsyncGenerator[Entry, None]:
+        """The run's events after `after`, then the live ones to its last event.
+
+        NotFound for an unknown run, Gone when its events have expired.
+        """
+        live = self._live(check_thread_id(thread_id), check_run_id(run_id))
+        if live is not None:
+            return live.entries(after)
+        stored = await self.store.get(thread_id, run_id)
+        if stored is None:
+            raise NotFound("unknown_run", UNKNOWN_RUN.format(run_id=run_id, thread_id=thread_id))
+        record, ttl = stored.record, self.settings.agent_run_events_ttl_s
+        if record.finished_at is not None and record.finished_at < time.time() - ttl:
+            raise Gone("run_expired", EVENTS_EXPIRED.format(run_id=run_id, ttl=ttl))
+        return self._stored_entries(stored, after)
+
+    async def _stored_entries(self, stored: StoredRun, after: int) -> AsyncGenerator[Entry, None]:
+        """A run another process executes (or executed): its log, polled until it ends."""
+        record = stored.record
+        while True:
+            rows = await self.store.events(record.thread_id, record.run_id, after)
+            for seq, data in rows:
+                entry = Entry(seq, data)
+                yield entry
+                after = seq
+                if is_terminal(entry):
+                    return
+            now = await self.store.get(record.thread_id, record.run_id)
+            if now is None or not now.record.active:
+                if not rows:
+                    return
+                continue
+            await asyncio.sleep(POLL_S)  # another process writes it; nothing to wait on here
+
+    async def cancel_run(self, thread_id: str, run_id: str) -> RunRecord:
+        """Ask a queued or running run to stop; Conflict when it has finished."""
+        live = self._live(check_thread_id(thread_id), check_run_id(run_id))
+        if live is None:
+            stored = await self.store.get(thread_id, run_id)
+            if stored is None:
+                unknown = UNKNOWN_RUN.format(run_id=run_id, thread_id=thread_id)
+                raise NotFound("unknown_run", unknown)
+            if stored.record.active:
+                raise Conflict(
+                    "run_elsewhere", RUN_ELSEWHERE.format(run_id=run_id, owner=stored.owner)
+                )
+            status = stored.record.status
+            raise Conflict("run_finished", RUN_FINISHED.format(run_id=run_id, status=status))
+        live.cancel()
+        return live.record
+
+    # --- threads -------------------------------------------------------------------------
 
     async def thread(self, thread_id: str) -> ThreadView:
         """The thread's messages and pending interrupts; NotFound when it does not exist."""
@@ -234,26 +517,179 @@ class AgentService:
         return view
 
     async def forget_thread(self, thread_id: str) -> None:
-        """Forget every checkpoint of the thread (refused while a run is in progress)."""
-        if self.locks.busy(check_thread_id(thread_id)):
+        """Forget the thread's checkpoints and runs (refused while a run is active)."""
+        if self._threads.get(check_thread_id(thread_id)):
             raise Conflict("thread_busy", THREAD_RUNNING.format(thread_id=thread_id))
         await delete_thread(self.saver, thread_id)
+        await self.store.forget_thread(thread_id)
+
+    # --- start-up and shutdown -----------------------------------------------------------
+
+    async def recover(self) -> int:
+        """Resume every run a dead process left queued or running; return how many."""
+        count = 0
+        for stored in await self.store.active():
+            if not _dead(stored.owner):
+                continue
+            thread_id, run_id = stored.record.thread_id, stored.record.run_id
+            await self.store.claim(thread_id, run_id, self.owner)
+            self._resume(stored, await self.store.events(thread_id, run_id))
+            count += 1
+        return count
+
+    def _resume(self, stored: StoredRun, logged: list[tuple[int, str]]) -> None:
+        record = stored.record
+        graph = self.graphs.get(record.graph)
+        run = Run(
+            self,
+            graph,
+            record,
+            stored.request,
+            base=logged[-1][0] if logged else 0,
+            checkpoint_before=stored.checkpoint_before,
+        )
+        self._threads.setdefault(record.thread_id, []).append(run)
+        events = [decode(data) for _, data in logged]
+        task = asyncio.create_task(
+            self._continue(run, graph, stored, events), name=f"run {record.run_id}"
+        )
+        run.task = task
+
+    async def _continue(
+        self,
+        run: Run,
+        graph: CompiledStateGraph | None,
+        stored: StoredRun,
+        logged: list[BaseEvent],
+    ) -> None:
+        """Finish a run a dead process left: close its log's open parts, then go on."""
+        logger.info("resuming run %s on thread %s", run.run_id, run.thread_id)
+        if logged and is_terminal(Entry(0, "", logged[-1])):
+            status, error = _ending(logged[-1], "error", None)
+            await self._finish(run, status, error)
+            return
+        for event in close_open(logged):
+            run.log.emit(event)
+        if graph is None:
+            gone = NOT_RESUMABLE.format(graph=run.record.graph)
+            error = RunError(code="not_resumable", message=gone)
+            self._fail(run, error)
+            await self._finish(run, "error", error)
+            return
+        if stored.record.status == "queued":
+            await self._execute(run, graph, None)
+            return
+        config = run_config(run.thread_id, run.record.graph)
+        latest = await self.saver.aget_tuple(config)
+        latest_id = latest.config["configurable"].get("checkpoint_id") if latest else None
+        if latest_id != stored.checkpoint_before:  # it got as far as a checkpoint: go on
+            prepared = PreparedRun(run.thread_id, {}, config, frozenset(), latest_id)
+            await self._execute(run, graph, prepared, resumed=True)
+            return
+        try:  # it wrote nothing: start it again
+            prepared = await self._prepare(run, graph)
+        except ServiceError as exc:
+            error = RunError(code="not_resumable", message=RESUME_FAILED.format(reason=exc))
+            self._fail(run, error)
+            await self._finish(run, "error", error)
+            return
+        await self._execute(run, graph, prepared)
+
+    def begin_shutdown(self) -> None:
+        """Refuse new runs from now on; the grace period for running ones starts."""
+        if not self.closing:
+            self.closing = True
+            self._closing_at = time.monotonic()
+
+    async def close(self) -> None:
+        """Let running runs finish within the grace period; leave the rest to resume."""
+        self.begin_shutdown()
+        runs = [run for queue in self._threads.values() for run in queue]
+        tasks = [run.task for run in runs if run.task is not None]
+        grace = self.settings.agent_shutdown_grace_s - (time.monotonic() - self._closing_at)
+        if tasks:
+            await asyncio.wait(tasks, timeout=max(0.0, grace))
+        for run in runs:
+            if not run.finished.is_set():
+                logger.info("leaving run %s to resume at the next start", run.run_id)
+                run.suspend()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.writer.stop()
+
+
+def check_run_id(run_id: str) -> str:
+    """Return `run_id` if it is a usable run id (same rule as thread ids), else 422."""
+    try:
+        return check_thread_id(run_id)
+    except Invalid:
+        raise Invalid("bad_run_id", BAD_RUN_ID.format(value=run_id[:140])) from None
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _ending(
+    event: BaseEvent, status: RunStatus, error: RunError | None
+) -> tuple[RunStatus, RunError | None]:
+    """The run's status after `event` (its last event decides)."""
+    if isinstance(event, RunFinishedEvent):
+        interrupted = isinstance(event.outcome, RunFinishedInterruptOutcome)
+        return ("interrupted" if interrupted else "success"), None
+    if isinstance(event, RunErrorEvent):
+        return "error", RunError(code=event.code or "run_failed", message=event.message)
+    return status, error
+
+
+def _uncancel() -> None:
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
+
+
+def _dead(owner: str) -> bool:
+    """Whether the process that owned a run is gone (only known for this machine's)."""
+    host, _, pid_text = owner.rpartition(":")
+    if host != HOST or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():  # a former process that had our pid (a container restart)
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 @asynccontextmanager
 async def open_service(
-    settings: Settings, *, only: str | None = None
+    settings: Settings, *, only: str | None = None, recover: bool = False
 ) -> AsyncIterator[AgentService]:
-    """The service on `settings.agent_db`, every agent compiled (or just `only`)."""
-    async with open_checkpointer(settings.agent_db) as saver:
+    """The service on `settings.agent_db`, every agent compiled (or just `only`).
+
+    With `recover`, the runs a dead process left active are resumed at once.
+    """
+    async with (
+        open_checkpointer(settings.agent_db) as saver,
+        open_run_store(settings.agent_db) as store,
+    ):
         modules = available_graphs(settings, only)
         graphs = compile_graphs(modules, saver, settings)
         # HTTP clients and TLS set-up are start-up work; a missing key is not fatal here:
         # the first run reports it.
         with suppress(ModelNotConfigured):
             shared_model(settings)
-        service = AgentService(settings, graphs, describe(modules), saver)
+        service = AgentService(settings, graphs, describe(modules), saver, store)
+        service.writer.start()
+        await store.expire(time.time() - settings.agent_run_events_ttl_s)
+        if recover:
+            resumed = await service.recover()
+            if resumed:
+                logger.info("resuming %d run(s) left by a stopped process", resumed)
         try:
             yield service
         finally:
-            await asyncio.gather(*service.writes, return_exceptions=True)
+            await service.close()

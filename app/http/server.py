@@ -1,6 +1,7 @@
 """The FastAPI application: the run core served over HTTP, plus the web UI.
 
-The lifespan opens the run core (`app.core.service.open_service`) once; the routes
+The lifespan opens the run core (`app.core.service.open_service`) once, resuming the
+runs a stopped process left, and closes it with the shutdown grace period; the routes
 (`app.http.routes`) reach it through a dependency. Every refusal is a
 `app.core.errors.ServiceError`, answered by one handler as JSON
 `{"detail": <readable message>, "code": <machine code>}` with its status.
@@ -32,7 +33,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with open_service(settings) as service:
+        async with open_service(settings, recover=True) as service:
             app.state.service = service
             yield
 

@@ -109,8 +109,12 @@ def run_body(
     thread_id: str,
     *messages: tuple[str, str],
     resume: list[dict[str, Any]] | None = None,
+    **forwarded: Any,
 ) -> dict[str, Any]:
-    """A RunAgentInput as `@ag-ui/client`'s HttpAgent sends it (camelCase)."""
+    """A RunAgentInput as `@ag-ui/client`'s HttpAgent sends it (camelCase).
+
+    `forwarded` becomes `forwardedProps` (`multitaskStrategy`, `onDisconnect`).
+    """
     body: dict[str, Any] = {
         "threadId": thread_id,
         "runId": f"run-{uuid.uuid4().hex[:8]}",
@@ -118,7 +122,7 @@ def run_body(
         "state": {},
         "tools": [],
         "context": [],
-        "forwardedProps": {},
+        "forwardedProps": forwarded,
     }
     if resume is not None:
         body["resume"] = resume

@@ -240,7 +240,7 @@ def test_keepalive_comments_flow_while_the_model_is_slow(
 
 
 @pytest.mark.parametrize("stage", ["model", "tool"])
-def test_a_client_disconnect_cancels_the_run_and_the_thread_stays_usable(
+def test_a_client_that_asks_for_cancel_on_disconnect_stops_the_run_by_leaving(
     api: Api, server: ServerProcess, llm: ScriptedLLM, thread_id: str, stage: str
 ) -> None:
     if stage == "model":
@@ -249,9 +249,8 @@ def test_a_client_disconnect_cancels_the_run_and_the_thread_stays_usable(
     else:  # the Open-Meteo double hangs on this city, so the tool is running when we go
         llm.script(tool_call("get_weather", {"location": HANG_CITY}))
         until = {"type": "STEP_STARTED", "stepName": "tools"}
-    with api.http.stream(
-        "POST", "/api/agents/weather", json=run_body(thread_id, ("u1", "北京天气"))
-    ) as response:
+    body = run_body(thread_id, ("u1", "北京天气"), onDisconnect="cancel")
+    with api.http.stream("POST", "/api/agents/weather", json=body) as response:
         stream = Stream(status=response.status_code)
         for event in parse_sse(response.iter_lines(), stream):
             if until.items() <= event.items():
@@ -330,5 +329,8 @@ def test_the_stream_is_plain_sse_any_http_client_can_read(
     assert response.headers["content-type"].startswith("text/event-stream")
     assert response.headers["cache-control"] == "no-store"
     frames = [f for f in response.text.split("\n\n") if f.strip() and not f.startswith(":")]
-    assert all(f.startswith("data: {") for f in frames)
-    assert json.loads(frames[-1].removeprefix("data: "))["type"] == "RUN_FINISHED"
+    ids = [f.partition("\n")[0] for f in frames]
+    assert ids == [f"id: {n}" for n in range(1, len(frames) + 1)]
+    data = [f.partition("\n")[2] for f in frames]
+    assert all(d.startswith("data: {") for d in data)
+    assert json.loads(data[-1].removeprefix("data: "))["type"] == "RUN_FINISHED"

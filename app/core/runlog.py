@@ -1,0 +1,167 @@
+"""A run's event log in this process: numbered, written in batches, read once written.
+
+`LiveLog.emit` numbers an event and hands it to the `LogWriter`, which writes whatever
+is pending (of every run) in one transaction, then marks it durable. Readers
+(`LiveLog.follow`) only ever see durable events: a crash can lose events that no
+client has seen, never one that a client has, so ids stay unique across a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from typing import Any
+
+from ag_ui.core import BaseEvent, Event, EventType
+from pydantic import TypeAdapter
+
+from app.core.runs import RunStore
+
+logger = logging.getLogger(__name__)
+
+TERMINAL = frozenset({EventType.RUN_FINISHED, EventType.RUN_ERROR})
+_TERMINAL_JSON = ('{"type":"RUN_FINISHED"', '{"type":"RUN_ERROR"')
+_event: TypeAdapter[Any] = TypeAdapter(Event)
+
+
+def encode(event: BaseEvent) -> str:
+    """The event as the JSON a client receives (AG-UI's own encoding)."""
+    return event.model_dump_json(by_alias=True, exclude_none=True)
+
+
+def decode(data: str) -> BaseEvent:
+    event: BaseEvent = _event.validate_json(data)
+    return event
+
+
+@dataclass(slots=True)
+class Entry:
+    """One logged event: its number, its JSON and (when made here) the event itself."""
+
+    seq: int
+    data: str
+    event: BaseEvent | None = None
+
+    def typed(self) -> BaseEvent:
+        if self.event is None:
+            self.event = decode(self.data)
+        return self.event
+
+
+class LiveLog:
+    """The events of one run this process executes, after the `base` already stored."""
+
+    def __init__(self, thread_id: str, run_id: str, writer: LogWriter, *, base: int = 0) -> None:
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self.base = base
+        self.entries: list[Entry] = []
+        self.durable = base
+        self.closed = False  # no event will follow (the run ended, or was left to resume)
+        self._writer = writer
+        self._changed = asyncio.Event()
+
+    @property
+    def last(self) -> int:
+        return self.base + len(self.entries)
+
+    def emit(self, event: BaseEvent) -> int:
+        """Number `event` and queue it for writing; return its sequence number."""
+        entry = Entry(self.last + 1, encode(event), event)
+        self.entries.append(entry)
+        self._writer.add(self, entry)
+        return entry.seq
+
+    def wrote(self, seq: int) -> None:
+        if seq > self.durable:
+            self.durable = seq
+            self._wake()
+
+    async def written(self) -> None:
+        """Return once every event emitted so far is durable."""
+        while self.durable < self.last:
+            await self._wait()
+
+    def close(self) -> None:
+        self.closed = True
+        self._wake()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def _wait(self) -> None:
+        await self._changed.wait()
+
+    async def follow(self, store: RunStore, after: int = 0) -> AsyncGenerator[Entry, None]:
+        """The run's events after `after`: stored ones first, then each once it is durable."""
+        if after < self.base:
+            for seq, data in await store.events(self.thread_id, self.run_id, after):
+                if seq > self.base:
+                    break
+                yield Entry(seq, data)
+            after = self.base
+        while True:
+            while after < self.durable:
+                entry = self.entries[after - self.base]
+                if is_terminal(entry) and not self.closed:
+                    break  # shown once the run has let its thread go: a reply may follow at once
+                after = entry.seq
+                yield entry
+                if is_terminal(entry):
+                    return
+            if self.closed and after >= self.last:
+                return
+            await self._wait()
+
+
+def is_terminal(entry: Entry) -> bool:
+    """True for a run's last event (RUN_FINISHED or RUN_ERROR)."""
+    if entry.event is not None:
+        return entry.event.type in TERMINAL
+    return entry.data.startswith(_TERMINAL_JSON)
+
+
+class LogWriter:
+    """Writes every run's pending events in batches: one transaction per turn of its loop."""
+
+    def __init__(self, store: RunStore) -> None:
+        self._store = store
+        self._pending: list[tuple[LiveLog, Entry]] = []
+        self._kick = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="run-log-writer")
+
+    def add(self, log: LiveLog, entry: Entry) -> None:
+        self._pending.append((log, entry))
+        self._idle.clear()
+        self._kick.set()
+
+    async def stop(self) -> None:
+        """Write what is pending, then stop."""
+        await self._idle.wait()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _loop(self) -> None:
+        while True:
+            await self._kick.wait()
+            self._kick.clear()
+            batch, self._pending = self._pending, []
+            try:
+                await self._store.append(
+                    (log.thread_id, log.run_id, entry.seq, entry.data) for log, entry in batch
+                )
+            except Exception:  # a lost batch must not stop the runs: they are checkpointed
+                logger.exception("could not write %d run events", len(batch))
+            for log, entry in batch:
+                log.wrote(entry.seq)
+            if not self._pending:
+                self._idle.set()
