@@ -7,10 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from bench.baseline import BASELINE_REF
 from bench.procs import ROOT
 
 RESULTS_MD = ROOT / "bench" / "RESULTS.md"
 RAW_DIR = ROOT / "bench" / "raw"
+BASE_ENDPOINTS = ("agui", "chat")
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,10 @@ class Plan:
     soak_sessions: int = 500
     soak_latency_ms: float = 50.0
     peer: bool = True
+    # The baseline (issue 11): `react-agent serve` from this git ref beside ours (None: off),
+    # measured through these endpoints (base/agui, base/chat).
+    base_ref: str | None = BASELINE_REF
+    base_endpoints: tuple[str, ...] = BASE_ENDPOINTS
     run_timeout_s: float = 120.0
     max_minutes: float = 30.0
     raw_dir: Path = RAW_DIR
@@ -62,6 +68,7 @@ QUICK = Plan(
     throughput_rounds=1,
     cold_starts=1,
     peer_rss=False,
+    base_endpoints=("agui",),
     results_md=None,
 )
 
@@ -74,13 +81,22 @@ def _ints(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split(",") if part.strip())
 
 
+def _endpoints(text: str) -> tuple[str, ...]:
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = set(names) - set(BASE_ENDPOINTS)
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"choose from {','.join(BASE_ENDPOINTS)}")
+    return names
+
+
 def parser() -> argparse.ArgumentParser:
     """The `python -m bench` options (each overrides the chosen preset)."""
     p = argparse.ArgumentParser(
         prog="python -m bench",
-        description="Side-by-side benchmark: in-process floor, react-agent serve, langgraph dev.",
+        description="Side-by-side benchmark: in-process floor, react-agent serve, langgraph dev, "
+        "and react-agent serve from a baseline git ref.",
     )
-    p.add_argument("--quick", action="store_true", help="fewer runs (about 4 minutes on 2 cores)")
+    p.add_argument("--quick", action="store_true", help="fewer runs (about 5 minutes on 2 cores)")
     p.add_argument("--latencies", type=_numbers, help="model latencies in ms, e.g. 0,50")
     p.add_argument("--token-delay", type=float, help="ms between streamed tokens (latency > 0)")
     p.add_argument("--seq-runs", type=int, help="sequential runs per target and latency")
@@ -95,6 +111,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--rss-clients", type=int, help="clients in the RSS growth phase")
     p.add_argument("--soak-sessions", type=int, help="concurrent SSE sessions (0: no soak)")
     p.add_argument("--no-peer", action="store_true", help="skip langgraph dev")
+    p.add_argument(
+        "--base",
+        metavar="REF",
+        help=f"git ref the base/* targets serve (default {BASELINE_REF[:12]}, before issue 11)",
+    )
+    p.add_argument("--no-base", action="store_true", help="skip the baseline server")
+    p.add_argument(
+        "--base-endpoints",
+        type=_endpoints,
+        help="base targets to measure: agui,chat (full) or agui (quick)",
+    )
     p.add_argument("--max-minutes", type=float, help="stop everything after this long")
     p.add_argument("--raw-dir", type=Path, help="where the raw JSON goes (default bench/raw)")
     p.add_argument(
@@ -128,6 +155,8 @@ def plan_from_args(argv: Sequence[str] | None) -> Plan:
         "cold_starts": "cold_starts",
         "soak_sessions": "soak_sessions",
         "rss_clients": "rss_clients",
+        "base": "base_ref",
+        "base_endpoints": "base_endpoints",
         "max_minutes": "max_minutes",
         "raw_dir": "raw_dir",
         "results": "results_md",
@@ -142,7 +171,12 @@ def plan_from_args(argv: Sequence[str] | None) -> Plan:
         overrides["rss_marks"] = (args.rss_marks[0], args.rss_marks[1])
     if args.no_peer:
         overrides["peer"] = False
-    measured = set(overrides) - {"raw_dir", "results_md", "max_minutes"}
+    if args.no_base:
+        overrides["base_ref"] = None
+    # Which commit the baseline is does not change what is measured (it is in the report).
+    measured = set(overrides) - {"raw_dir", "results_md", "max_minutes", "base_ref"}
+    if args.no_base:
+        measured.add("base_ref")
     if measured and plan.mode == "full":
         overrides["mode"] = "custom"
         if args.results is None:

@@ -1,4 +1,4 @@
-"""The raw results as Markdown: the issue's targets (met / not met), then every figure."""
+"""The raw results as Markdown: the issues' targets (met / not met), then every figure."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ OURS = "ours/agui"
 OURS_CHAT = "ours/chat"
 PEER_STREAM = "peer/stream"
 PEER_WAIT = "peer/wait"
+BASE = "base/agui"
+BUDGET_LIMIT = 1.10  # issue 11: the AG-UI figures stay within 1.10x of the baseline's
 
 
 @dataclass(frozen=True)
@@ -202,6 +204,98 @@ def _soak(results: dict[str, Any]) -> Verdict:
     return Verdict(name, measured, f"{soak['errors']} errors", "0 errors", met)
 
 
+@dataclass(frozen=True)
+class BudgetRow:
+    """One figure of issue 11's budget: ours/agui against base/agui, measured in one run."""
+
+    figure: str
+    ours: float | None
+    base: float | None
+    higher_is_worse: bool  # time and CPU; runs/s is the other way round
+
+    @property
+    def ratio(self) -> float | None:
+        """How many times worse ours is: ours / base, or base / ours for a rate."""
+        if self.ours is None or self.base is None:
+            return None
+        worse, better = (self.ours, self.base) if self.higher_is_worse else (self.base, self.ours)
+        return worse / better if better else None
+
+    @property
+    def met(self) -> bool | None:
+        ratio = self.ratio
+        return None if ratio is None else ratio <= BUDGET_LIMIT
+
+    @property
+    def word(self) -> str:
+        return "not measured" if self.met is None else ("met" if self.met else "**not met**")
+
+
+def budget(results: dict[str, Any]) -> list[BudgetRow]:
+    """Issue 11's three AG-UI figures, ours against the baseline served in the same run."""
+    return [
+        BudgetRow(
+            "p50 ms at 0 ms (ours / base)",
+            _seq(results, "0", OURS, "p50_ms"),
+            _seq(results, "0", BASE, "p50_ms"),
+            higher_is_worse=True,
+        ),
+        BudgetRow(
+            "server CPU ms/run at 0 ms (ours / base)",
+            _seq(results, "0", OURS, "server_cpu_ms_per_run"),
+            _seq(results, "0", BASE, "server_cpu_ms_per_run"),
+            higher_is_worse=True,
+        ),
+        BudgetRow(
+            "runs/s, 10 clients at 50 ms (base / ours)",
+            _rate(results, "50", OURS, "10"),
+            _rate(results, "50", BASE, "10"),
+            higher_is_worse=False,
+        ),
+    ]
+
+
+def _budget_table(results: dict[str, Any]) -> list[str]:
+    base = _get(results, "meta", "base")
+    if isinstance(base, dict) and base.get("commit"):
+        served = (
+            f"`base/*` is `react-agent serve` at {str(base['commit'])[:12]} "
+            f"({base.get('subject', '')}; `--base {base.get('ref', '')}`), exported with "
+            "`git archive` and served by the same venv beside ours, measured the same way."
+        )
+    else:
+        served = "No baseline was served in this run (`--no-base`, or an older raw file)."
+    lines = [
+        "## Run log budget (issue 11): ours vs base",
+        "",
+        served + " The ratio is how many times worse ours is: ours / base for time and CPU, "
+        "base / ours for runs/s.",
+        "",
+        "| figure | ours/agui | base/agui | ratio | limit | verdict |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for row in budget(results):
+        ratio = "-" if row.ratio is None else f"{row.ratio:.3f}x"
+        lines.append(
+            f"| {row.figure} | {_fmt(row.ours)} | {_fmt(row.base)} | {ratio} "
+            f"| <= {BUDGET_LIMIT:.2f}x | {row.word} |"
+        )
+    rounds = {
+        name: _get(results, "latencies", "50", "throughput", name, "10", "runs_per_s_rounds")
+        for name in (OURS, BASE)
+    }
+    if all(isinstance(r, list) and r for r in rounds.values()):
+        spread = "; ".join(f"{name} {', '.join(f'{x:g}' for x in r)}" for name, r in rounds.items())
+        lines += ["", f"runs/s per round, 10 clients at 50 ms (the median counts): {spread}."]
+        if min(len(r) for r in rounds.values()) < 3:
+            lines.append(
+                "A single throughput round swings by tens of percent on a shared machine, "
+                "even between two copies of the same code: the runs/s verdict needs a full "
+                "run (3 rounds) or `--rounds 3` or more."
+            )
+    return lines
+
+
 def render(results: dict[str, Any]) -> str:
     """The whole report as Markdown."""
     meta = results["meta"]
@@ -222,6 +316,7 @@ def render(results: dict[str, Any]) -> str:
     lines.append("|---|---|---:|---:|---|")
     for v in verdicts(results):
         lines.append(f"| {v.target} | {v.measured} | {v.ratio} | {v.limit} | {v.word} |")
+    lines += ["", *_budget_table(results)]
     lines += ["", *_like_for_like(results)]
     clients = [str(c) for c in meta["plan"]["clients"]]
     for latency, phase in results.get("latencies", {}).items():

@@ -1,10 +1,10 @@
 """One benchmark run, start to finish: processes up, phases in order, everything down.
 
-Order: cold starts (fresh servers, 0 ms) -> per model latency: warm-up, interleaved
-sequential runs, interleaved throughput batches -> the soak (ours, 50 ms) -> RSS growth
-(a fresh server per family, 0 ms, 50 clients, RSS read between batches at 100 and
-1,000 runs). Every loop is bounded and the whole run is capped by `Plan.max_minutes`;
-what was measured until then is kept.
+Order: the baseline exported (`bench.baseline`) -> cold starts (fresh servers, 0 ms) ->
+per model latency: warm-up, interleaved sequential runs, interleaved throughput batches
+-> the soak (ours, 50 ms) -> RSS growth (a fresh server per family, 0 ms, 50 clients,
+RSS read between batches at 100 and 1,000 runs). Every loop is bounded and the whole
+run is capped by `Plan.max_minutes`; what was measured until then is kept.
 """
 
 from __future__ import annotations
@@ -33,12 +33,14 @@ import httpx
 
 from app.core.storage import open_checkpointer
 from app.settings import get_settings
+from bench import baseline
 from bench.fake_model import answer_text
 from bench.graph import make_graph
 from bench.measure import Batch, combine, sequential, soak, throughput
 from bench.plan import Plan
 from bench.procs import ROOT, VENV_BIN, Server, spawn, start_fake_model
 from bench.targets import (
+    BASE_TARGETS,
     GRAPH_ID,
     FloorInvoke,
     FloorStream,
@@ -160,6 +162,7 @@ class Stack:
     logs: Path
     servers: list[Server] = field(default_factory=list)
     serial: int = 0
+    base: baseline.Baseline | None = None
 
     async def set_latency(self, latency_ms: float, token_delay_ms: float) -> None:
         timing = {
@@ -184,6 +187,24 @@ class Stack:
         env["AGENT_EXTRA_GRAPHS"] = BENCH_GRAPH_SPEC
         argv = [str(VENV_BIN / "react-agent"), "serve", "--port", str(port)]
         return self._spawn("ours", argv, env, path, port, "/healthz")
+
+    def start_base(self) -> Server:
+        """`start_ours` for the baseline export: this venv's Python, its packages first."""
+        assert self.base is not None
+        path = self._dir("base")
+        port = free_port()
+        env = {**self.env, "AGENT_DB": str(path / "agent.sqlite")}
+        env["AGENT_EXTRA_GRAPHS"] = BENCH_GRAPH_SPEC
+        env["PYTHONPATH"] = baseline.python_path(self.base.src)
+        return self._spawn("base", baseline.serve_argv(port), env, path, port, "/healthz")
+
+    async def wait_base(self, server: Server) -> dict[str, str]:
+        """Healthy, and every module it imported came from the export: module -> file."""
+        assert self.base is not None
+        await server.wait_healthy(self.client)
+        found = baseline.reported_imports(server.log_path.read_text(errors="replace"))
+        baseline.check_imports(found, self.base.src)
+        return found
 
     def start_peer(self) -> Server:
         """`langgraph dev` serving `bench.graph:graph` from a langgraph.json in a temp dir."""
@@ -325,13 +346,20 @@ async def run_plan(plan: Plan) -> dict[str, Any]:
 async def _phases(plan: Plan, results: dict[str, Any]) -> None:
     async with stack(plan) as shared:
         log(f"fake model on {shared.model.url}; work dir {shared.tmp}")
+        if plan.base_ref and plan.base_endpoints:
+            await _export_base(shared, plan.base_ref, results)
         if plan.cold_starts:
             await cold_starts(shared, results)
         async with open_checkpointer(shared.tmp / "floor.sqlite") as saver:
             graph = make_graph(saver)
             ours = shared.start_ours()
+            base = shared.start_base() if shared.base is not None else None
             peer = shared.start_peer() if plan.peer else None
             await ours.wait_healthy(shared.client)
+            if base is not None:
+                imports = await shared.wait_base(base)
+                results["meta"]["base"]["imports"] = imports
+                log(f"base server: {len(imports)} modules, all from {shared.tmp / 'base-src'}")
             if peer is not None:
                 await peer.wait_healthy(shared.client)
             answer, client = shared.answer, shared.client
@@ -339,10 +367,16 @@ async def _phases(plan: Plan, results: dict[str, Any]) -> None:
                 FloorInvoke(answer, graph),
                 FloorStream(answer, graph),
                 ModelOnly(answer, client, shared.model.url),
-                OursAgui(answer, client, ours),
-                OursChat(answer, client, ours),
             ]
+            # Each base target right after its ours twin: their throughput batches follow
+            # each other, seconds apart, under the same background load.
+            for endpoint, kind in (("agui", OursAgui), ("chat", OursChat)):
+                targets.append(kind(answer, client, ours))
+                if base is not None and endpoint in plan.base_endpoints:
+                    targets.append(BASE_TARGETS[endpoint](answer, client, base))
             servers = {"ours": ours}
+            if base is not None:
+                servers["base"] = base
             if peer is not None:
                 targets += [PeerWait(answer, client, peer), PeerStream(answer, client, peer)]
                 servers["peer"] = peer
@@ -360,6 +394,15 @@ async def _phases(plan: Plan, results: dict[str, Any]) -> None:
         await _rss_growth(shared, "ours", shared.start_ours, OursAgui, results)
         if plan.peer and plan.peer_rss:
             await _rss_growth(shared, "peer", shared.start_peer, PeerStream, results)
+
+
+async def _export_base(shared: Stack, ref: str, results: dict[str, Any]) -> None:
+    """`git archive <ref>` into the work dir (gone with it): what the base/* targets serve."""
+    src = shared.tmp / "base-src"
+    shared.base = await asyncio.to_thread(baseline.export, ref, src)
+    base = shared.base
+    results["meta"]["base"] = {"ref": ref, "commit": base.commit, "subject": base.subject}
+    log(f"baseline {ref} = {base.commit[:12]} ({base.subject}) exported to {src}")
 
 
 async def _latency_phase(

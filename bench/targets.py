@@ -5,7 +5,8 @@ streams its 20-token answer. A target returns a `Sample`: wall time, time to the
 streamed text token (streaming targets), and whether the answer was complete and right.
 
 Families: `floor` (the graph in-process; the fake model alone), `ours`
-(`react-agent serve`), `peer` (`langgraph dev`).
+(`react-agent serve`), `base` (the same, from the baseline git ref: `bench.baseline`),
+`peer` (`langgraph dev`).
 """
 
 from __future__ import annotations
@@ -300,6 +301,23 @@ class OursChat(HttpTarget):
             raise Malformed(BAD_STATUS.format(status=200, body=response.text[:200]))
         self._check(str(reply["messages"][-1].get("content")))
         return None
+
+
+class BaseAgui(OursAgui):
+    """`ours/agui` against the baseline server (`react-agent serve` from the baseline ref)."""
+
+    name = "base/agui"
+    family = "base"
+
+
+class BaseChat(OursChat):
+    """`ours/chat` against the baseline server."""
+
+    name = "base/chat"
+    family = "base"
+
+
+BASE_TARGETS: dict[str, type[HttpTarget]] = {"agui": BaseAgui, "chat": BaseChat}
 
 
 def _peer_body(thread_id: str, **extra: Any) -> dict[str, Any]:

@@ -1,4 +1,7 @@
-"""The benchmark harness end to end, with minimal counts (no langgraph dev, no soak)."""
+"""The benchmark harness end to end, with minimal counts (no langgraph dev, no soak).
+
+The baseline server is the checkout's HEAD (`--base=HEAD`): every clone has it.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +14,15 @@ from pathlib import Path
 from bench.report import render
 
 ROOT = Path(__file__).resolve().parents[2]
-TARGETS = ("floor/ainvoke", "floor/astream", "floor/model-only", "ours/agui", "ours/chat")
+TARGETS = (
+    "floor/ainvoke",
+    "floor/astream",
+    "floor/model-only",
+    "ours/agui",
+    "ours/chat",
+    "base/agui",
+    "base/chat",
+)
 VERDICTS = {"met", "**not met**", "not measured"}
 
 
@@ -34,6 +45,7 @@ def test_a_minimal_run_prints_the_targets_table_and_keeps_well_formed_raw_json(
         "--rss-marks=2,8",
         "--soak-sessions=0",
         "--no-peer",
+        "--base=HEAD",
         "--max-minutes=1",
         f"--raw-dir={raw_dir}",
         f"--results={report}",
@@ -50,11 +62,20 @@ def test_a_minimal_run_prints_the_targets_table_and_keeps_well_formed_raw_json(
     for name, row in sequential.items():
         assert (row["runs"], row["errors"]) == (3, 0), (name, row["error_examples"])
         assert row["p50_ms"] > 0 and row["p99_ms"] >= row["p50_ms"]
-        assert (row["ttft_p50_ms"] is not None) == (name not in {"floor/ainvoke", "ours/chat"})
+        streams = name not in {"floor/ainvoke", "ours/chat", "base/chat"}
+        assert (row["ttft_p50_ms"] is not None) == streams
     throughput = results["latencies"]["0"]["throughput"]
     assert all(throughput[name]["2"]["runs_per_s"] > 0 for name in TARGETS)
     assert results["cold_start"]["ours"][0]["first_run_ok"] is True
     assert set(results["rss"]["ours"]) == {"2", "8"}
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    base = results["meta"]["base"]
+    assert (base["ref"], base["commit"]) == ("HEAD", head.stdout.strip())
+    # The base server ran the export's code, not the checkout's.
+    assert {"app", "app.main", "graphs", "tools", "prompts", "bench"} <= set(base["imports"])
+    assert not any(Path(path).is_relative_to(ROOT) for path in base["imports"].values())
 
     assert report.read_text() == done.stdout == render(results)
     lines = done.stdout.splitlines()
@@ -64,4 +85,12 @@ def test_a_minimal_run_prints_the_targets_table_and_keeps_well_formed_raw_json(
     for row in rows:
         cells = [cell.strip() for cell in row.strip("|").split("|")]
         assert len(cells) == 5 and cells[4] in VERDICTS, row
-    assert "| ours/agui |" in done.stdout
+    assert "| ours/agui |" in done.stdout and "| base/agui |" in done.stdout
+    budget = lines[lines.index("## Run log budget (issue 11): ours vs base") + 6 :]
+    rows = budget[: budget.index("")]
+    assert len(rows) == 3
+    verdicts = [[cell.strip() for cell in row.strip("|").split("|")][5] for row in rows]
+    # Measured at 0 ms only, with 1 and 2 clients: the 10-client rate is not measured.
+    assert verdicts[0] in VERDICTS - {"not measured"}
+    assert verdicts[1] in VERDICTS - {"not measured"}
+    assert verdicts[2] == "not measured"
