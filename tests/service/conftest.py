@@ -10,7 +10,7 @@ from __future__ import annotations
 import codecs
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,6 +60,7 @@ class Stream:
 
     status: int
     events: list[dict[str, Any]] = field(default_factory=list)
+    ids: list[int | None] = field(default_factory=list)  # each event's `id:` (None: none)
     comments: list[str] = field(default_factory=list)
     raw: bytes = b""
     body: Any = None
@@ -89,19 +90,25 @@ class Stream:
 def parse_sse(lines: Iterator[str], stream: Stream) -> Iterator[dict[str, Any]]:
     """Yield each event's JSON data as it completes (comments are recorded, not yielded)."""
     data: list[str] = []
+    event_id: int | None = None
     for line in lines:
         if line.startswith(":"):
             stream.comments.append(line[1:].strip())
         elif line.startswith("data:"):
             data.append(line[5:].removeprefix(" "))
+        elif line.startswith("id:"):
+            event_id = int(line[3:].strip())
         elif line == "" and data:
             event = json.loads("\n".join(data))
             data = []
             stream.events.append(event)
+            stream.ids.append(event_id)
+            event_id = None
             yield event
     if data:
         event = json.loads("\n".join(data))
         stream.events.append(event)
+        stream.ids.append(event_id)
         yield event
 
 
@@ -145,9 +152,35 @@ class Api:
             timeout=httpx.Timeout(30.0),
         )
 
-    def run(self, graph: str, body: dict[str, Any]) -> Stream:
-        """POST a run and read its stream to the end (or the error answer)."""
-        with self.http.stream("POST", f"/api/agents/{graph}", json=body) as response:
+    def run(
+        self,
+        graph: str,
+        body: dict[str, Any],
+        *,
+        until: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> Stream:
+        """POST a run and read its stream to the end (or the error answer).
+
+        With `until`, the connection is closed right after the first event it accepts.
+        """
+        return self.stream("POST", f"/api/agents/{graph}", body=body, until=until)
+
+    def join(self, thread_id: str, run_id: str, *, last_event_id: int | None = None) -> Stream:
+        """Rejoin a run: its events after `last_event_id` (all without it), to its end."""
+        headers = {} if last_event_id is None else {"Last-Event-ID": str(last_event_id)}
+        return self.stream("GET", f"/api/threads/{thread_id}/runs/{run_id}/stream", headers=headers)
+
+    def stream(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        until: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> Stream:
+        """Read one event stream (or the error answer)."""
+        with self.http.stream(method, path, json=body, headers=headers) as response:
             stream = Stream(status=response.status_code)
             if response.status_code != 200:
                 stream.raw = response.read()
@@ -166,8 +199,9 @@ class Api:
                 if buffer:
                     yield buffer
 
-            for _ in parse_sse(lines(), stream):
-                pass
+            for event in parse_sse(lines(), stream):
+                if until is not None and until(event):
+                    break
             stream.raw = bytes(raw)
         return stream
 
