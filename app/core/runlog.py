@@ -17,7 +17,7 @@ from typing import Any
 from ag_ui.core import BaseEvent, Event, EventType
 from pydantic import TypeAdapter
 
-from app.core.runs import RunStore
+from app.core.runs import Ending, RunStore
 
 logger = logging.getLogger(__name__)
 
@@ -79,11 +79,6 @@ class LiveLog:
             self.durable = seq
             self._wake()
 
-    async def written(self) -> None:
-        """Return once every event emitted so far is durable."""
-        while self.durable < self.last:
-            await self._wait()
-
     def close(self) -> None:
         self.closed = True
         self._wake()
@@ -125,11 +120,15 @@ def is_terminal(entry: Entry) -> bool:
 
 
 class LogWriter:
-    """Writes every run's pending events in batches: one transaction per turn of its loop."""
+    """Writes every run's pending events in batches: one transaction per turn of its loop.
+
+    A run's ending (`end`) goes in the same transaction as its last events.
+    """
 
     def __init__(self, store: RunStore) -> None:
         self._store = store
         self._pending: list[tuple[LiveLog, Entry]] = []
+        self._endings: list[tuple[Ending, asyncio.Future[None]]] = []
         self._kick = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -143,6 +142,14 @@ class LogWriter:
         self._idle.clear()
         self._kick.set()
 
+    async def end(self, ending: Ending) -> None:
+        """Record a run's ending after its events; return once it is written."""
+        written = asyncio.get_running_loop().create_future()
+        self._endings.append((ending, written))
+        self._idle.clear()
+        self._kick.set()
+        await written
+
     async def stop(self) -> None:
         """Write what is pending, then stop."""
         await self._idle.wait()
@@ -155,13 +162,18 @@ class LogWriter:
             await self._kick.wait()
             self._kick.clear()
             batch, self._pending = self._pending, []
+            endings, self._endings = self._endings, []
             try:
-                await self._store.append(
-                    (log.thread_id, log.run_id, entry.seq, entry.data) for log, entry in batch
+                await self._store.write(
+                    ((log.thread_id, log.run_id, entry.seq, entry.data) for log, entry in batch),
+                    [ending for ending, _ in endings],
                 )
             except Exception:  # a lost batch must not stop the runs: they are checkpointed
                 logger.exception("could not write %d run events", len(batch))
             for log, entry in batch:
                 log.wrote(entry.seq)
-            if not self._pending:
+            for _, written in endings:
+                if not written.done():
+                    written.set_result(None)
+            if not self._pending and not self._endings:
                 self._idle.set()

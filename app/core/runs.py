@@ -9,9 +9,9 @@ connection to the database file (WAL lets it write beside the checkpointer).
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -81,6 +81,17 @@ class RunRecord(BaseModel):
     @property
     def active(self) -> bool:
         return self.status in ACTIVE
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """How a run ended, for its record."""
+
+    thread_id: str
+    run_id: str
+    status: RunStatus
+    finished_at: float
+    error: RunError | None
 
 
 class StoredRun(BaseModel):
@@ -162,26 +173,6 @@ class RunStore:
         )
         await self._conn.commit()
 
-    async def finished(
-        self, thread_id: str, run_id: str, status: RunStatus, error: RunError | None
-    ) -> float:
-        """Record how the run ended; return its `finishedAt`."""
-        now = time.time()
-        await self._conn.execute(
-            "UPDATE agent_runs SET status=?, finished_at=?, error_code=?, error_message=?"
-            " WHERE thread_id=? AND run_id=?",
-            (
-                status,
-                now,
-                error.code if error else None,
-                error.message if error else None,
-                thread_id,
-                run_id,
-            ),
-        )
-        await self._conn.commit()
-        return now
-
     async def get(self, thread_id: str, run_id: str) -> StoredRun | None:
         cursor = await self._conn.execute(
             f"SELECT {_COLUMNS} FROM agent_runs WHERE thread_id=? AND run_id=?",
@@ -207,12 +198,30 @@ class RunStore:
         )
         return [_stored(row) for row in await cursor.fetchall()]
 
-    async def append(self, rows: Iterable[tuple[str, str, int, str]]) -> None:
-        """Add `(thread_id, run_id, seq, data)` events to the log in one transaction."""
+    async def write(
+        self, events: Iterable[tuple[str, str, int, str]], endings: Iterable[Ending] = ()
+    ) -> None:
+        """Add `(thread_id, run_id, seq, data)` events to the log and record run endings,
+        in one transaction."""
         await self._conn.executemany(
             "INSERT OR IGNORE INTO agent_run_events (thread_id, run_id, seq, data)"
             " VALUES (?,?,?,?)",
-            rows,
+            events,
+        )
+        await self._conn.executemany(
+            "UPDATE agent_runs SET status=?, finished_at=?, error_code=?, error_message=?"
+            " WHERE thread_id=? AND run_id=?",
+            [
+                (
+                    end.status,
+                    end.finished_at,
+                    end.error.code if end.error else None,
+                    end.error.message if end.error else None,
+                    end.thread_id,
+                    end.run_id,
+                )
+                for end in endings
+            ],
         )
         await self._conn.commit()
 

@@ -43,7 +43,15 @@ from app.core.events import INTERNAL_ERROR, EventTransformer, close_open, stream
 from app.core.prepare import PreparedRun, abandoned_calls, check_thread_id, prepare_run
 from app.core.registry import GraphInfo, available_graphs, compile_graphs, describe
 from app.core.runlog import Entry, LiveLog, LogWriter, decode, is_terminal
-from app.core.runs import RunError, RunRecord, RunStatus, RunStore, StoredRun, open_run_store
+from app.core.runs import (
+    Ending,
+    RunError,
+    RunRecord,
+    RunStatus,
+    RunStore,
+    StoredRun,
+    open_run_store,
+)
 from app.core.storage import open_checkpointer
 from app.core.threads import (
     ThreadView,
@@ -411,8 +419,8 @@ class AgentService:
 
     async def _finish(self, run: Run, status: RunStatus, error: RunError | None) -> None:
         try:
-            await run.log.written()
-            finished_at = await self.store.finished(run.thread_id, run.run_id, status, error)
+            finished_at = time.time()
+            await self.writer.end(Ending(run.thread_id, run.run_id, status, finished_at, error))
             run.record.status, run.record.error = status, error
             run.record.finished_at = finished_at
         except Exception:
