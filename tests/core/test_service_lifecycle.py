@@ -1,0 +1,79 @@
+"""The run core in-process on a real SQLite file: shutdown refusals and the log's ordering.
+
+Over HTTP the shutdown window is too short to hit (uvicorn stops listening at the
+signal), so the refusal is checked at the service, the one entry point every client
+uses.
+"""
+
+from __future__ import annotations
+
+import pytest
+from ag_ui.core import RunErrorEvent, RunFinishedEvent, UserMessage
+
+from app.core.errors import Unavailable
+from app.core.service import open_service
+from app.settings import Settings
+from tests.doubles.llm import ScriptedLLM, hang, text
+
+
+def _message(text_: str) -> list[UserMessage]:
+    return [UserMessage(id=f"m-{text_}", content=text_)]
+
+
+async def test_a_service_that_is_shutting_down_refuses_new_runs_with_503() -> None:
+    async with open_service(Settings(), only="weather") as service:
+        service.begin_shutdown()
+
+        with pytest.raises(Unavailable) as refused:
+            await service.start_run(
+                "weather", thread_id="t1", run_id="r1", messages=_message("你好")
+            )
+
+    assert (refused.value.status, refused.value.code) == (503, "shutting_down")
+
+
+async def test_a_thread_is_free_again_before_its_run_shows_its_last_event(
+    llm: ScriptedLLM,
+) -> None:
+    llm.script(text("一。"), text("二。"))
+    async with open_service(Settings(), only="weather") as service:
+        first = await service.start_run(
+            "weather", thread_id="t2", run_id="r1", messages=_message("一")
+        )
+        async for event in first.events():
+            if isinstance(event, RunFinishedEvent):
+                # The client may answer at once: the thread must take the next run now.
+                second = await service.start_run(
+                    "weather", thread_id="t2", run_id="r2", messages=_message("二")
+                )
+        result = await second.result()
+
+    assert result.error is None
+    assert [m.content for m in result.messages] == ["二。"]
+
+
+async def test_closing_the_service_leaves_a_long_run_active_for_the_next_start(
+    llm: ScriptedLLM,
+) -> None:
+    llm.script(hang(30, partial="我"), text("好了。"))
+    settings = Settings(agent_shutdown_grace_s=0.2)
+    async with open_service(settings, only="weather") as service:
+        run = await service.start_run(
+            "weather", thread_id="t3", run_id="r1", messages=_message("慢")
+        )
+        async for event in run.events():
+            if event.type == "TEXT_MESSAGE_CONTENT":
+                break
+
+    llm.reset()
+    llm.script(text("好了。"))
+    async with open_service(settings, only="weather", recover=True) as service:
+        events = [entry.typed() async for entry in await service.join("t3", "r1")]
+        [record] = await service.runs("t3")
+        view = await service.thread("t3")
+
+    assert [event.type for event in events][:1] == ["RUN_STARTED"]
+    assert isinstance(events[-1], RunFinishedEvent)
+    assert not any(isinstance(event, RunErrorEvent) for event in events)
+    assert record.status == "success"
+    assert view.messages[-1].content == "好了。"
