@@ -144,15 +144,20 @@ def test_network_loss_is_shown_inline_and_the_message_can_be_sent_again(
 def test_a_second_tab_sending_on_a_busy_thread_sees_the_conflict_inline(
     chat: Chat, llm: ScriptedLLM
 ) -> None:
+    llm.script(text("你好。"))
+    chat.open("weather")
+    chat.send("你好")
+    expect(chat.answers.last).to_have_text("你好。")
+    chat.wait_idle()
+    # A tab that opened the thread before the run began does not know of it.
+    other = Chat(chat.page.context.new_page(), chat.artifacts)
+    other.page.goto("/")
+    expect(other.page.locator(".msg-user")).to_have_text(["你好"])
     slow = "正在分析，" + "数据很多，" * 40 + "分析完毕。"
     llm.script(text(slow, chunk_size=2, delay_s=0.03))
-    chat.open("weather")
     chat.send("慢慢想")
     expect(chat.answers.last).to_contain_text("正在分析")
 
-    other = Chat(chat.page.context.new_page(), chat.artifacts)
-    other.page.goto("/")
-    expect(other.page.locator(".msg-user")).to_have_text(["慢慢想"])
     other.send("我又来了")
     expect(other.errors).to_contain_text("请求冲突")
     expect(other.errors).to_contain_text("already has a run in progress")

@@ -1,8 +1,8 @@
-// The plain JSON routes of the service, and one way to turn any failure (HTTP status,
-// network loss, a refused request from HttpAgent, a RUN_ERROR event) into a readable
-// Chinese message.
+// The plain JSON routes of the service, the event stream of a run already under way,
+// and one way to turn any failure (HTTP status, network loss, a refused request from
+// HttpAgent, a RUN_ERROR event) into a readable Chinese message.
 
-import type { Interrupt, Message } from "@ag-ui/client";
+import { HttpAgent, type Interrupt, type Message } from "@ag-ui/client";
 import { apiKey } from "./store";
 
 export interface GraphInfo {
@@ -15,6 +15,19 @@ export interface ThreadView {
   graphId: string | null;
   messages: Message[];
   interrupts: Interrupt[];
+}
+
+export type RunStatus = "queued" | "running" | "interrupted" | "success" | "error" | "cancelled";
+
+/** A run as the server records it (`GET /api/threads/{id}/runs`). */
+export interface RunRecord {
+  runId: string;
+  threadId: string;
+  graph: string;
+  status: RunStatus;
+  createdAt: string;
+  finishedAt: string | null;
+  error: { code: string; message: string } | null;
 }
 
 export type FailureKind = "auth" | "conflict" | "refused" | "network" | "server";
@@ -84,6 +97,53 @@ export async function getThread(threadId: string): Promise<ThreadView | null> {
   } catch (err) {
     if (err instanceof HttpError && err.status === 404) return null;
     throw err;
+  }
+}
+
+function runsPath(threadId: string, runId?: string): string {
+  const path = `/api/threads/${encodeURIComponent(threadId)}/runs`;
+  return runId === undefined ? path : `${path}/${encodeURIComponent(runId)}`;
+}
+
+/** A run that has not ended yet: it holds the thread, or waits for it. */
+export function isActive(run: RunRecord): boolean {
+  return run.status === "queued" || run.status === "running";
+}
+
+/** The thread's runs, newest first; none when the server knows no runs of it. */
+export async function listRuns(threadId: string): Promise<RunRecord[]> {
+  try {
+    const body: unknown = await (await request(runsPath(threadId))).json();
+    return Array.isArray(body) ? (body as RunRecord[]) : [];
+  } catch (err) {
+    if (err instanceof HttpError && err.status === 404) return [];
+    throw err;
+  }
+}
+
+/** Ask the server to cancel a run; one that has already finished needs nothing more. */
+export async function cancelRun(threadId: string, runId: string): Promise<void> {
+  try {
+    await request(`${runsPath(threadId, runId)}/cancel`, { method: "POST" });
+  } catch (err) {
+    const code = err instanceof HttpError ? (err.payload as { code?: unknown } | null)?.code : null;
+    if (code === "run_finished") return;
+    throw err;
+  }
+}
+
+/** An agent that follows a run already under way: its whole event stream, from the start. */
+export class RunStream extends HttpAgent {
+  constructor(threadId: string, runId: string) {
+    super({ url: `${runsPath(threadId, runId)}/stream`, headers: authHeaders(), threadId });
+  }
+
+  protected override requestInit(): RequestInit {
+    return {
+      method: "GET",
+      headers: { ...this.headers, Accept: "text/event-stream" },
+      signal: this.abortController.signal,
+    };
   }
 }
 

@@ -1,5 +1,6 @@
-// The page controller: one AG-UI run at a time over @ag-ui/client's HttpAgent against
-// POST /api/agents/{graph_id}; threads restored from GET /api/threads/{id}.
+// The page controller: AG-UI runs over @ag-ui/client's HttpAgent against
+// POST /api/agents/{graph_id}; threads restored from GET /api/threads/{id}, and a run
+// still under way there followed again from its recorded events (.../runs/{id}/stream).
 
 import {
   HttpAgent,
@@ -8,17 +9,25 @@ import {
   type Interrupt,
   type Message,
   type ResumeEntry,
+  type RunAgentParameters,
 } from "@ag-ui/client";
 import {
   agentUrl,
   authHeaders,
+  cancelRun,
   deleteThread,
   describeFailure,
   describeRunError,
   getThread,
+  HttpError,
+  isActive,
   listGraphs,
+  listRuns,
+  RunStream,
   type Failure,
   type GraphInfo,
+  type RunRecord,
+  type ThreadView,
 } from "./api";
 import { byId } from "./dom";
 import { InterruptControl, type InterruptHandlers } from "./interrupts";
@@ -67,6 +76,10 @@ const ui = {
   input: byId<HTMLTextAreaElement>("message-input"),
   send: byId<HTMLButtonElement>("send-button"),
   stop: byId<HTMLButtonElement>("stop-button"),
+  choice: byId<HTMLDivElement>("run-choice"),
+  choiceWait: byId<HTMLButtonElement>("choice-wait"),
+  choiceInterrupt: byId<HTMLButtonElement>("choice-interrupt"),
+  choiceCancel: byId<HTMLButtonElement>("choice-cancel"),
 };
 
 const view = new ConversationView(ui.messages, ui.conversation);
@@ -80,8 +93,9 @@ const state = {
   graphs: [] as GraphInfo[],
   threads: store.loadThreads(),
   current: null as ThreadEntry | null,
-  agent: null as HttpAgent | null,
-  stopped: false,
+  // The runs this page follows on the open thread, oldest first: the one under way,
+  // then messages queued behind it.
+  runs: [] as LiveRun[],
   lastStop: { threadId: "", at: 0 },
   loading: 0,
   controls: new Map<string, InterruptControl>(),
@@ -130,7 +144,7 @@ function resetInterrupts(): void {
 
 /** A fresh conversation with `graphId`; it joins the list once its first message is sent. */
 function newDraft(graphId = defaultGraph()): void {
-  stopRun(true);
+  detachRuns();
   state.loading += 1;
   resetInterrupts();
   setCurrent({ id: randomUUID(), graphId, title: "新对话", updatedAt: Date.now() });
@@ -141,7 +155,7 @@ function newDraft(graphId = defaultGraph()): void {
 }
 
 async function openThread(entry: ThreadEntry): Promise<void> {
-  stopRun(true);
+  detachRuns();
   const token = ++state.loading;
   resetInterrupts();
   setCurrent(entry);
@@ -149,20 +163,11 @@ async function openThread(entry: ThreadEntry): Promise<void> {
   refreshComposer();
   ui.messages.setAttribute("aria-busy", "true");
   try {
-    const thread = await getThread(entry.id);
+    const [thread, runs] = await Promise.all([getThread(entry.id), listRuns(entry.id)]);
     if (token !== state.loading) return;
-    view.clear();
-    if (!thread || (!thread.messages.length && !thread.interrupts.length)) {
-      view.showWelcome(graphInfo(entry.graphId), (text) => void send(text));
-      return;
-    }
-    if (thread.graphId && thread.graphId !== entry.graphId) {
-      entry.graphId = thread.graphId;
-      setCurrent(entry);
-    }
-    renderHistory(thread.messages);
-    showInterrupts(thread.interrupts);
-    view.scrollToBottom();
+    const active = runs.filter(isActive).reverse();
+    showThread(entry, thread, active.length > 0);
+    for (const run of active) void joinRun(run);
   } catch (err) {
     if (token !== state.loading) return;
     view.clear();
@@ -173,6 +178,23 @@ async function openThread(entry: ThreadEntry): Promise<void> {
       refreshComposer();
     }
   }
+}
+
+/** The thread as the server has it; `busy`: a run is under way and will bring the rest. */
+function showThread(entry: ThreadEntry, thread: ThreadView | null, busy: boolean): void {
+  view.clear();
+  if (!busy && (!thread || (!thread.messages.length && !thread.interrupts.length))) {
+    view.showWelcome(graphInfo(entry.graphId), (text) => void send(text));
+    return;
+  }
+  if (thread?.graphId && thread.graphId !== entry.graphId) {
+    entry.graphId = thread.graphId;
+    setCurrent(entry);
+  }
+  renderHistory(thread?.messages ?? [], !busy);
+  // A run under way asks its own questions, in its RUN_FINISHED, if it stops for them.
+  if (!busy) showInterrupts(thread?.interrupts ?? []);
+  view.scrollToBottom();
 }
 
 async function removeThread(entry: ThreadEntry): Promise<void> {
@@ -207,7 +229,8 @@ function questionOf(args: string): string {
   return "向你提了一个问题";
 }
 
-function renderHistory(messages: Message[]): void {
+/** `settle`: no run is under way, so a tool call without a result was left unfinished. */
+function renderHistory(messages: Message[], settle = true): void {
   for (const message of messages) {
     if (message.role === "user") {
       view.addUser(textOf(message.content), message.id);
@@ -225,7 +248,7 @@ function renderHistory(messages: Message[]): void {
       if (isAskTool(card.name)) view.answeredQuestion(questionOf(card.argsText), result, outcome);
     }
   }
-  view.settleTools("stopped");
+  if (settle) view.settleTools("stopped");
 }
 
 // --- interrupts --------------------------------------------------------------------
@@ -266,21 +289,49 @@ function collect(control: InterruptControl, entry: ResumeEntry, summary: string)
   }
   const batch = [...state.controls.values()];
   for (const c of batch) c.setBusy(true, "正在提交…");
-  void run({ resume: batch.map((c) => state.answers.get(c.id)!.entry) }, batch);
+  void startRun({ resume: batch.map((c) => state.answers.get(c.id)!.entry) }, batch);
 }
 
 // --- runs --------------------------------------------------------------------------
 
+/** How a message sent during a run goes: after it (`enqueue`) or in its place (`interrupt`). */
+type Strategy = "enqueue" | "interrupt";
+
 interface RunInput {
   message?: Message;
   resume?: ResumeEntry[];
+  strategy?: Strategy;
 }
 
-function setRunning(running: boolean): void {
+/** A run this page follows: one it started, or one it joined after a reload. */
+interface LiveRun {
+  agent: HttpAgent;
+  threadId: string;
+  runId: string;
+  /** RUN_STARTED has arrived. */
+  started: boolean;
+  /** The stop button asked the server to cancel it. */
+  stopping: boolean;
+  /** It ended cancelled: stopped here, in another tab, or by a message sent in its place. */
+  cancelled: boolean;
+  /** Cancelled to make way for a message sent in its place: it ends without a notice. */
+  quiet: boolean;
+  /** The bubble of a message sent during another run; moved below that run's answer once
+  this one starts. */
+  bubble: HTMLElement | null;
+  /** Joined while queued: its message is in no view yet, so the thread is read again at its end. */
+  reread: boolean;
+  interrupts: Interrupt[];
+}
+
+function syncRunning(): void {
+  const running = state.runs.length > 0;
   ui.app.classList.toggle("is-running", running);
-  ui.send.hidden = running;
   ui.stop.hidden = !running;
-  if (!running) setProgress(null);
+  if (!running) {
+    setProgress(null);
+    hideChoice();
+  }
   refreshComposer();
 }
 
@@ -299,24 +350,42 @@ function refreshComposer(): void {
     : waiting
       ? PLACEHOLDER_WAITING
       : PLACEHOLDER;
-  ui.send.disabled = waiting || !state.current || state.agent !== null || !ui.input.value.trim();
+  ui.send.disabled = waiting || !state.current || !ui.input.value.trim();
   ui.agentPicker.hidden = !state.graphs.length;
 }
 
-/** Abort the run (the server cancels it at its next safe point).
+/** Stop listening to this thread's runs, for when the page moves to another thread.
 
-`detach` also stops listening at once, for when the page moves to another thread.
+The runs go on on the server; opening the thread again joins them.
 */
-function stopRun(detach = false): void {
-  const agent = state.agent;
-  if (!agent) return;
-  state.stopped = true;
-  state.lastStop = { threadId: agent.threadId, at: Date.now() };
-  if (detach) {
-    state.agent = null;
-    setRunning(false);
+function detachRuns(): void {
+  const runs = state.runs;
+  state.runs = [];
+  syncRunning();
+  for (const live of runs) live.agent.abortRun();
+}
+
+/** The stop button: cancel the run under way through the API (its stream then ends). */
+function stopRun(): void {
+  const live = state.runs[0];
+  if (!live || live.stopping) return;
+  live.stopping = true;
+  state.lastStop = { threadId: live.threadId, at: Date.now() };
+  setProgress("正在停止…");
+  void cancel(live);
+}
+
+async function cancel(live: LiveRun): Promise<void> {
+  try {
+    await cancelRun(live.threadId, live.runId);
+  } catch (err) {
+    // Not recorded yet (its request is still on the way): RUN_STARTED cancels it.
+    if (!live.started && err instanceof HttpError && err.status === 404) return;
+    live.stopping = false;
+    if (!state.runs.includes(live)) return;
+    setProgress("正在运行…");
+    showFailure(describeFailure(err));
   }
-  agent.abortRun();
 }
 
 function touchThread(): void {
@@ -330,8 +399,8 @@ function touchThread(): void {
 
 /** A 409 "thread busy" right after this page stopped a run on the thread.
 
-The server lets go of a stopped run once it notices the closed connection, which can
-be a moment after the stop button; "stop, then send at once" should just work.
+The server lets go of a stopped run once it has written what the run left, which can
+be a moment after its stream ended; "stop, then send at once" should just work.
 */
 function justStopped(threadId: string, err: unknown, attempt: number): boolean {
   const failure = err as { status?: unknown; payload?: { code?: unknown } };
@@ -344,10 +413,16 @@ function justStopped(threadId: string, err: unknown, attempt: number): boolean {
   );
 }
 
-async function send(text: string): Promise<void> {
+/** Send `text`; during a run, only with a `strategy` (else the page asks which one). */
+async function send(text: string, strategy?: Strategy): Promise<void> {
   const entry = state.current;
   text = text.trim();
-  if (!entry || !text || state.agent || state.controls.size) return;
+  if (!entry || !text || state.controls.size) return;
+  if (state.runs.length && !strategy) {
+    offerChoice();
+    return;
+  }
+  hideChoice();
   if (!known(entry.id)) {
     entry.title = text.length > 24 ? `${text.slice(0, 23)}…` : text;
     ui.title.textContent = entry.title;
@@ -355,14 +430,58 @@ async function send(text: string): Promise<void> {
   touchThread();
   store.lastGraph.set(entry.graphId);
   const message: Message = { id: randomUUID(), role: "user", content: text };
-  view.addUser(text, message.id);
+  const bubble = view.addUser(text, message.id);
+  bubble.classList.toggle("is-queued", strategy === "enqueue");
   view.scrollToBottom();
   ui.input.value = "";
   autosize();
-  await run({ message });
+  await startRun({ message, strategy }, [], strategy ? bubble : null);
 }
 
-async function run(input: RunInput, batch: InterruptControl[] = []): Promise<void> {
+/** A message typed during a run: wait for the run, or stop it and send now? */
+function offerChoice(): void {
+  ui.choice.hidden = false;
+  ui.choiceWait.focus();
+}
+
+function hideChoice(): void {
+  if (ui.choice.hidden) return;
+  const focused = ui.choice.contains(document.activeElement);
+  ui.choice.hidden = true;
+  if (focused && !ui.input.disabled) ui.input.focus();
+}
+
+/** "Stop and send": the server cancels the run under way and starts this one at once. */
+function sendInstead(): void {
+  const current = state.runs[0];
+  if (current && ui.input.value.trim()) current.quiet = true;
+  void send(ui.input.value, "interrupt");
+}
+
+function track(agent: HttpAgent, threadId: string, runId: string, bubble: HTMLElement | null): LiveRun {
+  const live: LiveRun = {
+    agent,
+    threadId,
+    runId,
+    started: false,
+    stopping: false,
+    cancelled: false,
+    quiet: false,
+    bubble,
+    reread: false,
+    interrupts: [],
+  };
+  state.runs.push(live);
+  syncRunning();
+  if (state.runs.length === 1) setProgress("正在连接…");
+  return live;
+}
+
+async function startRun(
+  input: RunInput,
+  batch: InterruptControl[] = [],
+  bubble: HTMLElement | null = null,
+): Promise<void> {
   const entry = state.current;
   if (!entry) return;
   // The server keeps the history: a run carries only what is new (the message, or the
@@ -373,30 +492,74 @@ async function run(input: RunInput, batch: InterruptControl[] = []): Promise<voi
     threadId: entry.id,
     initialMessages: input.message ? [input.message] : [],
   });
-  state.agent = agent;
-  state.stopped = false;
-  setRunning(true);
-  setProgress("正在连接…");
-  let started = false;
-  let interrupted: Interrupt[] = [];
-  const mine = () => state.agent === agent;
+  const live = track(agent, entry.id, randomUUID(), bubble);
+  const params: RunAgentParameters = { runId: live.runId };
+  if (input.resume) params.resume = input.resume;
+  if (input.strategy) params.forwardedProps = { multitaskStrategy: input.strategy };
+  await follow(live, params, input, batch);
+}
 
-  const subscriber: AgentSubscriber = {
-    onRunStartedEvent() {
-      if (!mine()) return;
-      started = true;
-      setProgress("正在思考…");
-      for (const control of batch) control.markAnswered(state.answers.get(control.id)?.summary ?? "");
-      if (batch.length) resetInterrupts();
-      refreshComposer();
+/** Follow a run the server has under way (found after a reload), from its first event. */
+async function joinRun(record: RunRecord): Promise<void> {
+  const live = track(new RunStream(record.threadId, record.runId), record.threadId, record.runId, null);
+  live.reread = record.status === "queued";
+  await follow(live, { runId: record.runId }, {}, []);
+}
+
+async function follow(
+  live: LiveRun,
+  params: RunAgentParameters,
+  input: RunInput,
+  batch: InterruptControl[],
+): Promise<void> {
+  const mine = () => state.runs.includes(live);
+  try {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await live.agent.runAgent(params, subscriber(live, batch));
+        break;
+      } catch (err) {
+        if (!(mine() && !live.started && !live.stopping && justStopped(live.threadId, err, attempt))) {
+          throw err;
+        }
+        await new Promise((resolve) => window.setTimeout(resolve, RETRY_BUSY_MS));
+      }
+    }
+  } catch (err) {
+    if (mine()) failed(describeFailure(err), live.started, input, batch);
+  } finally {
+    if (mine()) finish(live);
+  }
+}
+
+function began(live: LiveRun, runId: string, batch: InterruptControl[]): void {
+  live.started = true;
+  live.runId = runId || live.runId;
+  if (live.bubble) {
+    live.bubble.classList.remove("is-queued");
+    view.addNode(live.bubble);
+  }
+  setProgress(live.stopping ? "正在停止…" : "正在思考…");
+  for (const control of batch) control.markAnswered(state.answers.get(control.id)?.summary ?? "");
+  if (batch.length) resetInterrupts();
+  if (live.stopping) void cancel(live); // stopped before the server had recorded it
+  refreshComposer();
+}
+
+function subscriber(live: LiveRun, batch: InterruptControl[]): AgentSubscriber {
+  const mine = () => state.runs.includes(live);
+  return {
+    onRunStartedEvent({ event }) {
+      if (mine()) began(live, event.runId, batch);
     },
     onStepStartedEvent({ event }) {
-      if (mine()) setProgress(STEP_TEXT[event.stepName] ?? `正在执行 ${event.stepName}…`);
+      if (mine() && !live.stopping) setProgress(STEP_TEXT[event.stepName] ?? `正在执行 ${event.stepName}…`);
     },
     onTextMessageStartEvent({ event }) {
       if (!mine()) return;
-      view.assistant(event.messageId);
-      setProgress("正在回答…");
+      // A joined run replays from its start: text the history showed is rebuilt, not repeated.
+      view.assistant(event.messageId).set("");
+      if (!live.stopping) setProgress("正在回答…");
     },
     onTextMessageContentEvent({ event }) {
       if (mine()) view.assistant(event.messageId).append(event.delta);
@@ -406,8 +569,8 @@ async function run(input: RunInput, batch: InterruptControl[] = []): Promise<voi
     },
     onToolCallStartEvent({ event }) {
       if (!mine()) return;
-      view.tool(event.toolCallId, event.toolCallName);
-      setProgress(`正在准备调用 ${event.toolCallName}…`);
+      view.tool(event.toolCallId, event.toolCallName).setArgs("");
+      if (!live.stopping) setProgress(`正在准备调用 ${event.toolCallName}…`);
     },
     onToolCallArgsEvent({ event }) {
       if (mine()) view.tool(event.toolCallId).appendArgs(event.delta);
@@ -415,18 +578,21 @@ async function run(input: RunInput, batch: InterruptControl[] = []): Promise<voi
     onToolCallEndEvent({ event, toolCallName }) {
       if (!mine()) return;
       view.tool(event.toolCallId).setState("running");
-      setProgress(`正在执行 ${toolCallName}…`);
+      if (!live.stopping) setProgress(`正在执行 ${toolCallName}…`);
     },
     onToolCallResultEvent({ event }) {
       if (mine()) view.tool(event.toolCallId).setResult(textOf(event.content), outcomeOf(event.metadata));
     },
     onRunFinishedEvent(params) {
-      if (mine() && params.outcome === "interrupt") interrupted = params.interrupts;
+      if (mine() && params.outcome === "interrupt") live.interrupts = params.interrupts;
     },
     onRunErrorEvent({ event }) {
-      // HttpAgent reports its own abort as a run error (code "abort"); the stop notice
-      // covers that one.
-      if (!mine() || state.stopped || event.code === "abort") return;
+      // "abort": HttpAgent's own, for a stream this page stopped reading.
+      if (!mine() || event.code === "abort") return;
+      if (event.code === "cancelled") {
+        live.cancelled = true;
+        return;
+      }
       view.settleTools("stopped");
       const entry = state.current;
       showFailure(
@@ -435,37 +601,27 @@ async function run(input: RunInput, batch: InterruptControl[] = []): Promise<voi
       );
     },
   };
+}
 
-  try {
-    const params = input.resume ? { resume: input.resume } : {};
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await agent.runAgent(params, subscriber);
-        break;
-      } catch (err) {
-        if (!(mine() && !started && !state.stopped && justStopped(entry.id, err, attempt))) throw err;
-        await new Promise((resolve) => window.setTimeout(resolve, RETRY_BUSY_MS));
-      }
-    }
-  } catch (err) {
-    if (mine()) failed(describeFailure(err), started, input, batch);
-  } finally {
-    if (mine()) {
-      state.agent = null;
-      setRunning(false);
-      for (const card of document.querySelectorAll(".msg-assistant.streaming")) {
-        card.classList.remove("streaming");
-      }
-      if (state.stopped) {
-        view.settleTools("stopped");
-        view.notice("info", "已停止本次运行。可以继续发送新消息。");
-      }
-      if (interrupted.length) showInterrupts(interrupted);
-      else refreshComposer();
-      if (started) touchThread();
-      if (!state.controls.size) focusComposer();
-    }
+function finish(live: LiveRun): void {
+  state.runs = state.runs.filter((other) => other !== live);
+  const entry = state.current;
+  if (live.reread && !state.runs.length && entry?.id === live.threadId) {
+    void openThread(entry);
+    return;
   }
+  for (const card of document.querySelectorAll(".msg-assistant.streaming")) {
+    card.classList.remove("streaming");
+  }
+  if (live.cancelled) {
+    view.settleTools("stopped");
+    if (!live.quiet) view.notice("info", "已停止本次运行。可以继续发送新消息。");
+  }
+  syncRunning();
+  if (state.runs.length && !state.runs.some((other) => other.started)) setProgress("正在排队…");
+  if (live.interrupts.length) showInterrupts(live.interrupts);
+  if (live.started) touchThread();
+  if (!state.runs.length && !state.controls.size) focusComposer();
 }
 
 function failed(failure: Failure, started: boolean, input: RunInput, batch: InterruptControl[]): void {
@@ -489,6 +645,7 @@ function failed(failure: Failure, started: boolean, input: RunInput, batch: Inte
   view.settleTools("stopped");
   if (!started && input.message) {
     const bubble = ui.messages.querySelector(`[data-message-id="${CSS.escape(input.message.id)}"]`);
+    bubble?.classList.remove("is-queued");
     bubble?.classList.add("is-unsent");
     if (!ui.input.value) {
       ui.input.value = textOf(input.message.content);
@@ -578,7 +735,13 @@ function wire(): void {
   });
   ui.input.addEventListener("input", autosize);
   narrow.addEventListener("change", refreshComposer);
-  ui.stop.addEventListener("click", () => stopRun());
+  ui.stop.addEventListener("click", stopRun);
+  ui.choiceWait.addEventListener("click", () => void send(ui.input.value, "enqueue"));
+  ui.choiceInterrupt.addEventListener("click", sendInstead);
+  ui.choiceCancel.addEventListener("click", hideChoice);
+  ui.choice.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") hideChoice();
+  });
   ui.newThread.addEventListener("click", () => {
     closeSidebar();
     newDraft(state.current?.graphId);
@@ -587,7 +750,7 @@ function wire(): void {
     const graphId = ui.agentSelect.value;
     store.lastGraph.set(graphId);
     const entry = state.current;
-    if (entry && !known(entry.id) && !state.agent) {
+    if (entry && !known(entry.id) && !state.runs.length) {
       entry.graphId = graphId;
       view.showWelcome(graphInfo(graphId), (text) => void send(text));
       setCurrent(entry);

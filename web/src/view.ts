@@ -291,14 +291,14 @@ export class ConversationView {
     this.list.appendChild(el);
   }
 
-  addUser(text: string, id = ""): void {
-    this.add(
-      h(
-        "article",
-        { class: "msg msg-user", attrs: { "data-message-id": id } },
-        h("div", { class: "bubble", text }),
-      ),
+  addUser(text: string, id = ""): HTMLElement {
+    const el = h(
+      "article",
+      { class: "msg msg-user", attrs: { "data-message-id": id } },
+      h("div", { class: "bubble", text }),
     );
+    this.add(el);
+    return el;
   }
 
   assistant(id: string): AssistantText {
