@@ -2,7 +2,10 @@
 
 The tool is `sensitive`, so the tools node asks the user to confirm before it runs.
 The title becomes a file name that cannot leave the directory: separators and other
-unsafe characters are replaced, and the resolved path is checked to be inside.
+unsafe characters are replaced, invisible format and control characters (such as
+U+202E, which reverses how a name reads) are dropped, the name fits a file system's
+255-byte limit with room for a `-N` suffix, and the resolved path is checked to be
+inside. The model is told the report's name within the directory, never a server path.
 """
 
 from __future__ import annotations
@@ -17,13 +20,18 @@ from langchain_core.tools import BaseTool, tool
 from tools.risk import with_risk
 from tools.settings import ReportSettings
 
-SAVED = "报告已保存：{path}"
+SAVED = "报告已保存：{path}（报告目录内）"
 REFUSED = "错误: 报告未保存：文件名「{name}」不在报告目录内"
 WRITE_FAILED = "错误: 报告未保存：{reason}"
 DEFAULT_NAME = "report"
 MAX_NAME_CHARS = 80
+# 255 bytes per file name (ext4, APFS, NTFS in UTF-16 units), less "-999.md".
+MAX_NAME_BYTES = 255 - len("-999.md")
+# Unicode categories that never belong in a file name: control, format (bidi
+# overrides, zero-width), surrogate, private use, unassigned.
+_INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})
 
-_UNSAFE = re.compile(r'[\\/:*?"<>|\x00-\x1f\x7f]+')
+_UNSAFE = re.compile(r'[\\/:*?"<>|]+')
 
 
 class UnsafeReportPath(ValueError):
@@ -31,12 +39,15 @@ class UnsafeReportPath(ValueError):
 
 
 def safe_file_name(title: str) -> str:
-    """A file name stem from `title`: no separators, no leading dots, not empty."""
+    """A file name stem from `title`: no separators, no invisible characters, no leading
+    dots, at most MAX_NAME_CHARS characters and MAX_NAME_BYTES UTF-8 bytes, not empty."""
     name = unicodedata.normalize("NFC", title)
+    name = "".join(c for c in name if unicodedata.category(c) not in _INVISIBLE)
     name = _UNSAFE.sub("_", name)
     name = re.sub(r"\s+", " ", name).strip()
     name = name.lstrip(". ").rstrip(". ")
-    name = name[:MAX_NAME_CHARS].rstrip(". ")
+    name = name[:MAX_NAME_CHARS]
+    name = name.encode()[:MAX_NAME_BYTES].decode(errors="ignore").rstrip(". ")
     return name or DEFAULT_NAME
 
 
@@ -81,6 +92,6 @@ def report_tool(settings: ReportSettings) -> BaseTool:
             return REFUSED.format(name=exc)
         except OSError as exc:
             return WRITE_FAILED.format(reason=exc.strerror or type(exc).__name__)
-        return SAVED.format(path=path)
+        return SAVED.format(path=path.name)
 
     return with_risk(save_report, "sensitive")

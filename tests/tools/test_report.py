@@ -73,11 +73,33 @@ def test_a_symlink_pointing_outside_is_refused(tmp_path: Path) -> None:
     assert not outside.exists()
 
 
-async def test_the_tool_reports_where_it_saved(data_dir: Path) -> None:
+async def test_the_tool_names_the_report_within_its_directory_not_the_server_path(
+    data_dir: Path,
+) -> None:
     text = await report_tool(ReportSettings()).ainvoke({"title": "../茅台", "markdown": "# 茅台"})
     saved = data_dir / "reports" / "_茅台.md"
-    assert text == f"报告已保存：{saved.resolve()}"
+    assert text == "报告已保存：_茅台.md（报告目录内）"
+    assert str(data_dir) not in text
     assert saved.read_text("utf-8") == "# 茅台\n"
+
+
+def test_a_title_of_seventy_emoji_fits_the_file_systems_byte_limit(tmp_path: Path) -> None:
+    title = "📈" * 70  # 280 bytes in UTF-8: over the 255-byte name limit
+
+    first = write_report(title, "x", tmp_path)
+    second = write_report(title, "y", tmp_path)
+
+    assert len(first.name.encode()) <= 255
+    assert len(second.name.encode()) <= 255
+    assert second.name.endswith("-2.md")
+    assert first.name.startswith("📈")
+
+
+def test_format_and_control_characters_are_dropped_from_file_names() -> None:
+    # U+202E flips how the rest of a name reads; zero-width and BOM characters hide.
+    name = safe_file_name("报告\u202egpj.exe\u200b\ufeff\u0007")
+
+    assert name == "报告gpj.exe"
 
 
 async def test_the_tool_writes_where_its_settings_say(tmp_path: Path) -> None:
