@@ -50,6 +50,8 @@ class TushareSettings(EnvSettings):
     tushare_mcp_url: str = "https://api.tushare.pro/mcp/"
     tushare_connect_timeout_s: float = Field(15.0, gt=0, validation_alias="TUSHARE_CONNECT_TIMEOUT")
     tushare_call_timeout_s: float = Field(30.0, gt=0, validation_alias="TUSHARE_CALL_TIMEOUT")
+    # After a failed connect, requests are answered at once for this long, then retried.
+    tushare_retry_after_s: float = Field(30.0, ge=0, validation_alias="TUSHARE_RETRY_AFTER")
 
 
 class ReportSettings(EnvSettings):

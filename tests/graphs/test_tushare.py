@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -359,17 +360,30 @@ async def test_an_sse_only_server_works_through_the_fallback(
     assert last_answer(result) == "贵州茅台日线已取得。"
 
 
-async def test_a_server_that_is_down_is_reported_and_the_next_request_works_once_it_is_up(
-    graph: CompiledStateGraph, llm: ScriptedLLM, server: TushareMCP
+async def test_a_server_that_is_down_is_reported_at_once_until_the_back_off_then_works_once_up(
+    saver: AsyncSqliteSaver,
+    llm: ScriptedLLM,
+    server: TushareMCP,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("TUSHARE_RETRY_AFTER", "0.3")
+    graph = tushare.make_graph(saver)
     server.stop()
     down = await say(graph, "茅台怎么样")
     assert "无法连接 Tushare MCP 服务" in last_answer(down)
     assert llm.requests == []
 
     server.start()
+    backing_off = await say(graph, "茅台怎么样", thread="t2")
+    assert "秒后再尝试连接" in last_answer(backing_off)
+
     llm.script(tool_call("resolve_stock", {"name": "茅台"}), text("贵州茅台。"))
-    up = await say(graph, "茅台怎么样")
+    deadline = asyncio.get_running_loop().time() + 10
+    up = await say(graph, "茅台怎么样", thread="t3")
+    while not tool_messages(up, "resolve_stock"):  # still inside the back-off: answered at once
+        assert asyncio.get_running_loop().time() < deadline, last_answer(up)
+        await asyncio.sleep(0.05)  # polling interval, not a wait for a result
+        up = await say(graph, "茅台怎么样", thread="t3")
     [message] = tool_messages(up, "resolve_stock")
     assert json.loads(str(message.content))["ts_code"] == "600519.SH"
 

@@ -2,7 +2,9 @@
 
 Importing or compiling the graph needs no token and no network. The first request
 connects; the result is kept for later requests with the same URL, token and event
-loop. A failed connection is not kept, so the next request tries again.
+loop. A failed connection is remembered for TUSHARE_RETRY_AFTER seconds: requests
+meanwhile are answered at once with its reason instead of each waiting out the
+connect timeout again; the first request after that tries again.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import importlib
+import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -37,8 +41,12 @@ class TushareToolset:
     tools: tuple[BaseTool, ...]
 
 
+BACKING_OFF = "{reason}（{seconds} 秒后再尝试连接）"
+
 _Key = tuple[str, str, int, tuple[int, ...]]
 _cached: tuple[_Key, asyncio.Task[TushareToolset]] | None = None
+# The last failed connect: its key, until when it is remembered, and why it failed.
+_failed: tuple[_Key, float, str] | None = None
 
 
 async def _connect(
@@ -84,22 +92,33 @@ async def get_tushare_toolset(
         id(asyncio.get_running_loop()),
         tuple(map(id, extras)),
     )
+    failed = _failed
+    if failed is not None and failed[0] == key:
+        left = failed[1] - time.monotonic()
+        if left > 0:
+            raise ToolsetUnavailable(BACKING_OFF.format(reason=failed[2], seconds=math.ceil(left)))
     entry = _cached
     if entry is None or entry[0] != key:
         task = asyncio.create_task(_connect(settings, token, extras))
-        task.add_done_callback(_forget_if_failed)
+        retry_after = settings.tushare_retry_after_s
+        task.add_done_callback(lambda done: _forget_if_failed(done, key, retry_after))
         entry = _cached = (key, task)
     # Shielded: one caller giving up must not cancel the connect others wait for.
     return await asyncio.shield(entry[1])
 
 
-def _forget_if_failed(task: asyncio.Task[TushareToolset]) -> None:
-    global _cached
-    if (task.cancelled() or task.exception() is not None) and _cached and _cached[1] is task:
-        _cached = None
+def _forget_if_failed(task: asyncio.Task[TushareToolset], key: _Key, retry_after: float) -> None:
+    global _cached, _failed
+    if task.cancelled() or task.exception() is not None:
+        if _cached and _cached[1] is task:
+            _cached = None
+        error = None if task.cancelled() else task.exception()
+        if isinstance(error, ToolsetUnavailable):
+            _failed = (key, time.monotonic() + retry_after, str(error))
 
 
 def forget_tushare_toolset() -> None:
-    """Drop the cached toolset; the next request connects again."""
-    global _cached
+    """Drop the cached toolset and any remembered failure; the next request connects."""
+    global _cached, _failed
     _cached = None
+    _failed = None

@@ -81,16 +81,37 @@ async def test_a_different_url_gets_a_new_connection(
         assert second.client.url == other.url
 
 
-async def test_a_failed_connection_is_forgotten_and_retried_on_the_next_request(
-    server: TushareMCP,
+async def test_a_failed_connection_is_answered_at_once_until_its_back_off_passes_then_retried(
+    server: TushareMCP, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("TUSHARE_RETRY_AFTER", "0.5")
     server.stop()
     with pytest.raises(ToolsetUnavailable) as raised:
         await get_tushare_toolset()
     assert "无法连接 Tushare MCP 服务" in str(raised.value)
     server.start()
-    toolset = await get_tushare_toolset()
+
+    with pytest.raises(ToolsetUnavailable) as again:  # remembered: no new connect
+        await get_tushare_toolset()
+    assert "无法连接 Tushare MCP 服务" in str(again.value)
+    assert "秒后再尝试连接" in str(again.value)
+    assert initializations(server) == 0
+
+    toolset = await _first_success(deadline_s=10)
     assert "daily" in [tool.name for tool in toolset.tools]
+    assert initializations(server) == 1
+
+
+async def _first_success(deadline_s: float) -> TushareToolset:
+    """Ask until the back-off has passed (each refusal inside it is immediate)."""
+    deadline = asyncio.get_running_loop().time() + deadline_s
+    while True:
+        try:
+            return await get_tushare_toolset()
+        except ToolsetUnavailable:
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.05)  # polling interval, not a wait for a result
 
 
 async def test_a_wrong_token_makes_the_toolset_unavailable_with_a_readable_reason(
