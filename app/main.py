@@ -7,6 +7,8 @@ import sys
 from collections.abc import Sequence
 from types import FrameType
 
+from pydantic import ValidationError
+
 from app.core.registry import GRAPH_MODULES
 from app.settings import get_settings
 
@@ -81,6 +83,13 @@ def _serve(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit code."""
     args = _parser().parse_args(argv)
+    try:
+        get_settings()
+    except ValidationError as exc:
+        for error in exc.errors(include_url=False, include_input=False):
+            where = ".".join(str(part) for part in error["loc"]).upper()
+            sys.stderr.write(f"react-agent: configuration error: {where}: {error['msg']}\n")
+        return 2
     if args.command == "serve":
         return _serve(args)
     # The terminal stack is imported only for the commands that use it.

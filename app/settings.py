@@ -11,6 +11,10 @@ from pydantic_settings import NoDecode
 
 from graphs.settings import GraphSettings
 
+EMPTY_API_KEY = (
+    "AGENT_API_KEY is set but empty: set it to a key, or remove the variable to serve without one"
+)
+
 
 class Settings(GraphSettings):
     """Every variable the service reads (see the README's table).
@@ -30,6 +34,14 @@ class Settings(GraphSettings):
     agent_extra_graphs: str = ""  # "id=module,...": graphs served besides GRAPH_MODULES (bench/)
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
+
+    @field_validator("agent_api_key")
+    @classmethod
+    def _no_empty_key(cls, value: SecretStr | None) -> SecretStr | None:
+        # An empty key would turn the guard on and accept `Authorization: Bearer `.
+        if value is not None and not value.get_secret_value().strip():
+            raise ValueError(EMPTY_API_KEY)
+        return value
 
     @field_validator("agent_cors_origins", mode="before")
     @classmethod

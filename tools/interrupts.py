@@ -139,6 +139,9 @@ def validate_answer(payload: Mapping[str, Any], answer: object) -> object:
     if isinstance(answer, dict):
         if "value" not in answer:
             raise InvalidAnswer('回答格式错误：应为 {"value": ...} 或 {"cancelled": true}')
+        extra = sorted(str(key) for key in answer if key != "value")
+        if extra:  # the advertised schema has additionalProperties: false
+            raise InvalidAnswer(f"回答格式错误：只能包含 value，多了 {extra}")
         value = answer["value"]
     else:
         value = answer

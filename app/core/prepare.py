@@ -36,6 +36,7 @@ UNKNOWN_INTERRUPT = (
     "interrupt {interrupt_id!r} is not pending on thread {thread_id} (pending: {ids})"
 )
 DUPLICATE_ANSWER = "interrupt {interrupt_id!r} is answered twice"
+DUPLICATE_MESSAGE = "new user messages share an id ({ids}): give each message its own id"
 BAD_ANSWER = "answer to interrupt {interrupt_id!r} refused: {reason}"
 NO_NEW_MESSAGE = "no new user message to run (every user message is already in the thread)"
 NOT_TEXT = "message {message_id!r}: only text content is supported"
@@ -108,6 +109,10 @@ async def prepare_run(
         for message in messages
         if isinstance(message, UserMessage) and message.id not in seen
     ]
+    new_ids = [message.id for message in new]
+    twice = sorted({str(i) for i in new_ids if new_ids.count(i) > 1})
+    if twice:
+        raise Invalid("duplicate_message", DUPLICATE_MESSAGE.format(ids=", ".join(twice)))
     if not new:
         raise Invalid("no_new_message", NO_NEW_MESSAGE)
     added = [*abandoned_calls(history), *new]

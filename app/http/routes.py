@@ -10,6 +10,7 @@ sse-starlette, one `ServerSentEvent` per logged event with its sequence number a
 from __future__ import annotations
 
 import hmac
+import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
@@ -21,6 +22,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import ClientDisconnect
 
 from app.core.errors import BadRequest, Invalid, RunFailed, TooLarge, Unauthorized
 from app.core.runlog import Entry
@@ -30,6 +32,7 @@ from app.core.threads import ThreadView
 
 BODY_TOO_LARGE = "request body exceeds {limit} bytes"
 BAD_LENGTH = "invalid Content-Length header"
+CLIENT_LEFT = "the client closed the connection before the body arrived"
 MALFORMED_JSON = "request body is not valid JSON: {reason}"
 INVALID_BODY = "invalid request body: {errors}"
 UNAUTHORIZED = "missing or wrong bearer key (Authorization: Bearer <AGENT_API_KEY>)"
@@ -38,6 +41,7 @@ BAD_PROPS = "invalid forwardedProps: {errors}"
 BAD_LAST_EVENT_ID = "invalid Last-Event-ID header {value!r}: use the id of an event received"
 
 Model = TypeVar("Model", bound=BaseModel)
+logger = logging.getLogger(__name__)
 EVENT_STREAM: dict[int | str, dict[str, Any]] = {
     200: {"content": {"text/event-stream": {}}, "description": "AG-UI events, each with its id"}
 }
@@ -193,7 +197,8 @@ async def chat(request: Request, agents: Agents) -> Response:
         messages.append(UserMessage(id=str(uuid.uuid4()), content=body.message))
     run = await agents.start_run(
         body.graph,
-        thread_id=body.thread_id or uuid.uuid4().hex,
+        # Absent means "start a thread"; an empty id is refused like on /api/agents.
+        thread_id=uuid.uuid4().hex if body.thread_id is None else body.thread_id,
         run_id=body.run_id or new_run_id(),
         messages=messages,
         resume=body.resume,
@@ -271,18 +276,23 @@ def _ping() -> ServerSentEvent:
 async def _body(request: Request, limit: int) -> bytes:
     """The request body, refused with 413 past `limit` bytes (declared or streamed)."""
     declared = request.headers.get("content-length")
-    if declared is not None:
-        if not declared.isdigit():
-            raise BadRequest("bad_content_length", BAD_LENGTH)
-        if int(declared) > limit:
-            raise TooLarge("body_too_large", BODY_TOO_LARGE.format(limit=limit))
-        return await request.body()
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise TooLarge("body_too_large", BODY_TOO_LARGE.format(limit=limit))
-    return bytes(body)
+    try:
+        if declared is not None:
+            if not declared.isdigit():
+                raise BadRequest("bad_content_length", BAD_LENGTH)
+            if int(declared) > limit:
+                raise TooLarge("body_too_large", BODY_TOO_LARGE.format(limit=limit))
+            return await request.body()
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise TooLarge("body_too_large", BODY_TOO_LARGE.format(limit=limit))
+        return bytes(body)
+    except ClientDisconnect:
+        # Nobody is left to answer and nothing went wrong here: one quiet line.
+        logger.info("client left during the upload of %s", request.url.path)
+        raise BadRequest("client_disconnected", CLIENT_LEFT) from None
 
 
 def _parse(model: type[Model], body: bytes) -> Model:

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.doubles.llm import ScriptedLLM, text, tool_call
+from tests.processes import REACT_AGENT
 from tests.service.conftest import API_KEY, UI_ORIGIN, Api, answer, run_body
 
 
@@ -124,6 +130,30 @@ CASES: dict[str, tuple[Request, int, str]] = {
         422,
         "invalid_body",
     ),
+    "two new messages with one id": (
+        post_json("/api/agents/weather", run_body("t-dup", ("same", "一"), ("same", "二"))),
+        422,
+        "duplicate_message",
+    ),
+    "chat on an empty thread id": (
+        post_json("/api/chat", {"graph": "weather", "threadId": "", "message": "hi"}),
+        422,
+        "bad_thread_id",
+    ),
+    "an answer with a key its schema forbids": (
+        post_json(
+            "/api/agents/weather",
+            resume_with(
+                lambda p: {
+                    "interruptId": p.interrupt_id,
+                    "status": "resolved",
+                    "payload": {"value": "上海", "sql": "drop table"},
+                }
+            ),
+        ),
+        422,
+        "invalid_answer",
+    ),
     "missing bearer key": (
         post_json("/api/agents/weather", run_body("t", ("u", "hi")), authorization=""),
         401,
@@ -201,3 +231,36 @@ def test_cors_lets_only_the_configured_origin_in(api: Api) -> None:
     assert allowed.status_code == 200
     assert allowed.headers["access-control-allow-origin"] == UI_ORIGIN
     assert "access-control-allow-origin" not in refused.headers
+
+
+def test_a_client_that_hangs_up_mid_upload_leaves_one_quiet_log_line(
+    api: Api, thread_id: str
+) -> None:
+    server = api.server
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.sendall(
+            b"POST /api/agents/weather HTTP/1.1\r\nHost: x\r\n"
+            + f"Authorization: Bearer {API_KEY}\r\n".encode()
+            + b"Content-Type: application/json\r\nContent-Length: 5000\r\n\r\n"
+            + b'{"threadId": "'
+        )
+    deadline = time.monotonic() + 10
+    while "client left during the upload" not in server.log_text:
+        assert time.monotonic() < deadline, server.log_text[-2000:]
+        time.sleep(0.02)  # polling interval, not a wait for a result
+
+    assert "Traceback" not in server.log_text
+    assert "ClientDisconnect" not in server.log_text
+    assert api.http.get("/healthz").status_code == 200
+
+
+def test_an_empty_api_key_stops_start_up_with_a_clear_message(tmp_path: Path) -> None:
+    env = {**os.environ, "AGENT_API_KEY": " ", "AGENT_DB": str(tmp_path / "db.sqlite")}
+
+    result = subprocess.run(
+        [REACT_AGENT, "serve", "--port", "0"], env=env, capture_output=True, text=True, timeout=60
+    )
+
+    assert result.returncode == 2
+    assert "AGENT_API_KEY is set but empty" in result.stderr
+    assert "Traceback" not in result.stderr
