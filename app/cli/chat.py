@@ -3,32 +3,25 @@
 The session talks to an `Agent` (`app.cli.agent`: in-process or over HTTP); both
 yield the same AG-UI events, which go to the one renderer (`app.cli.terminal`).
 Interrupts that end a run are asked with `app.cli.asking` and answered in one resume;
-a refused answer asks again. Ctrl-C while a run streams stops that run and keeps
-the thread usable.
+a refused answer asks again. Each run is followed with `app.cli.following`: Ctrl-C
+while it streams asks the run to stop, and the thread stays usable. Opening a thread
+whose newest run is still queued or running joins that run first, drawn like a live one.
 """
 
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
-import termios
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import aclosing, contextmanager, suppress
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Final
 
-from ag_ui.core import (
-    Interrupt,
-    ResumeEntry,
-    RunErrorEvent,
-    RunFinishedEvent,
-)
-from ag_ui.core.events import RunFinishedInterruptOutcome
+from ag_ui.core import Interrupt, ResumeEntry
 
-from app.cli.agent import Agent
+from app.cli.agent import Agent, RunInfo
 from app.cli.asking import EXIT_COMMANDS, Asker, Leave, payload_of
+from app.cli.following import Drawn, Ending, follow
 from app.cli.terminal import Renderer
 from app.core.errors import Conflict, NotFound, ServiceError
 
@@ -40,7 +33,7 @@ EXIT_STOPPED: Final = 130
 THREAD_BANNER: Final = "会话 {thread_id}，继续这段对话："  # the command follows on its own line
 UNKNOWN_THREAD: Final = "找不到会话 {thread_id}"
 WRONG_GRAPH: Final = "会话 {thread_id} 属于智能体 {owner}，不是 {graph_id}"
-STREAM_CUT: Final = "运行中断：事件流在结束前断开"
+JOINING: Final = "会话中有一个运行尚未结束，接着显示它（Ctrl-C 停止它）："
 NEEDS_ANSWER: Final = (
     "运行在等待回答：{questions}；标准输入不是终端，无法在这里提问。在终端中继续：{command}"
 )
@@ -48,40 +41,18 @@ STILL_PENDING: Final = "问题仍待回答，之后继续："  # the command fol
 HISTORY_LIMIT: Final = 30
 
 
-Kind = Literal["done", "interrupted", "error", "stopped", "needs_answer"]
-
-
 @dataclass(slots=True)
-class Ending:
-    """How a run (or a run and its follow-up resumes) ended."""
+class Opening:
+    """Where an opened thread stands: its pending questions, or a run to join first."""
 
-    kind: Kind
-    interrupts: list[Interrupt] = field(default_factory=list)
+    pending: list[Interrupt] = field(default_factory=list)
+    joining: str | None = None  # the id of the thread's run under way
+    drawn: Drawn = field(default_factory=Drawn)  # what the history showed of it
 
 
 def new_thread_id() -> str:
     """A fresh thread id (the form the service uses too)."""
     return uuid.uuid4().hex
-
-
-@contextmanager
-def _no_echo() -> Iterator[None]:
-    """Keys typed while a run streams are not echoed (a `^C` would break the live view).
-
-    Ctrl-C still raises SIGINT; prompt_toolkit sets its own mode for each prompt.
-    """
-    fd = sys.stdin.fileno() if sys.stdin.isatty() else -1
-    if fd < 0:
-        yield
-        return
-    saved = termios.tcgetattr(fd)
-    quiet = list(saved)
-    quiet[3] &= ~(termios.ECHO | termios.ECHOCTL)
-    termios.tcsetattr(fd, termios.TCSANOW, quiet)
-    try:
-        yield
-    finally:
-        termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 class Chat:
@@ -110,42 +81,58 @@ class Chat:
         """The command line that continues this thread."""
         return self._continue_command.format(thread_id=self.thread_id)
 
-    async def open(self, thread_id: str | None) -> list[Interrupt]:
-        """Start a new thread or load `thread_id` (and draw its history); return its questions."""
-        pending: list[Interrupt] = []
+    async def open(self, thread_id: str | None) -> Opening:
+        """Start a new thread or load `thread_id` (and draw its history); say where it stands."""
+        opening = Opening()
         if thread_id is None:
             self.thread_id = new_thread_id()
         else:
+            # The run first: one that ends meanwhile is then in the history read next.
+            active = await self.agent.under_way(thread_id)
             view = await self.agent.thread(thread_id)
-            if view is None:
+            if view is None and active is None:
                 raise NotFound("unknown_thread", UNKNOWN_THREAD.format(thread_id=thread_id))
-            if view.graph_id is not None and view.graph_id != self.agent.graph_id:
-                owner, graph_id = view.graph_id, self.agent.graph_id
-                message = WRONG_GRAPH.format(thread_id=thread_id, owner=owner, graph_id=graph_id)
-                raise Conflict("wrong_graph", message)
+            self._check_graph(thread_id, view.graph_id if view is not None else None, active)
             self.thread_id = thread_id
-            self.renderer.history(view.messages, limit=HISTORY_LIMIT)
-            pending = list(view.interrupts)
+            messages = view.messages if view is not None else []
+            self.renderer.history(messages, limit=HISTORY_LIMIT)
+            if active is not None:
+                # Its own end says what is pending then; the history's questions are its input.
+                opening = Opening(joining=active.run_id, drawn=Drawn.of(messages))
+            elif view is not None:
+                opening = Opening(pending=list(view.interrupts))
         self.renderer.note(THREAD_BANNER.format(thread_id=self.thread_id))
         self.renderer.command(self.continue_command)
-        return pending
+        if opening.joining is not None:
+            self.renderer.note(JOINING)
+        return opening
 
-    async def one_shot(self, message: str, pending: Sequence[Interrupt] = ()) -> int:
-        """Answer what is pending, run `message`, and return the exit code."""
+    def _check_graph(self, thread_id: str, owner: str | None, active: RunInfo | None) -> None:
+        """Refuse a thread of another agent (known from its view, or its run under way)."""
+        owner = owner or (active.graph if active is not None else None)
+        if owner is not None and owner != self.agent.graph_id:
+            graph_id = self.agent.graph_id
+            message = WRONG_GRAPH.format(thread_id=thread_id, owner=owner, graph_id=graph_id)
+            raise Conflict("wrong_graph", message)
+
+    async def one_shot(self, message: str, opening: Opening | None = None) -> int:
+        """Join what is under way, answer what is pending, run `message`; the exit code."""
+        opening = opening or Opening()
         try:
-            if pending:
-                ending = await self._converse(pending=pending)
+            if opening.joining is not None or opening.pending:
+                ending = await self._converse(opening=opening)
                 if ending.kind != "done":
                     return self._exit_code(ending)
             return self._exit_code(await self._converse(message=message))
         except Leave:
             return EXIT_NEEDS_ANSWER
 
-    async def interactive(self, pending: Sequence[Interrupt] = ()) -> int:
-        """Converse until Ctrl-D or /exit; return the exit code."""
+    async def interactive(self, opening: Opening | None = None) -> int:
+        """Join what is under way, then converse until Ctrl-D or /exit; the exit code."""
+        opening = opening or Opening()
         try:
-            if pending:
-                ending = await self._converse(pending=pending)
+            if opening.joining is not None or opening.pending:
+                ending = await self._converse(opening=opening)
                 if ending.kind == "needs_answer":
                     return self._exit_code(ending)
             while True:
@@ -167,13 +154,16 @@ class Chat:
                 return line.strip()
 
     async def _converse(
-        self, *, message: str | None = None, pending: Sequence[Interrupt] = ()
+        self, *, message: str | None = None, opening: Opening | None = None
     ) -> Ending:
-        """Run `message` (or start from `pending`), answering interrupts until the run ends."""
+        """Run `message` (or join / answer what `opening` found) until the run ends."""
         if message is not None:
             ending = await self._run(message=message)
+        elif opening is not None and opening.joining is not None:
+            run = self.agent.join(self.thread_id, opening.joining)
+            ending = await follow(run, self.renderer, drawn=opening.drawn)
         else:
-            ending = Ending("interrupted", list(pending))
+            ending = Ending("interrupted", list(opening.pending if opening else ()))
         while ending.kind == "interrupted":
             if self.asker is None:
                 return Ending("needs_answer", ending.interrupts)
@@ -192,53 +182,12 @@ class Chat:
     async def _run(
         self, *, message: str | None = None, resume: Sequence[ResumeEntry] = ()
     ) -> Ending:
-        """One run; Ctrl-C (SIGINT) meanwhile stops it."""
-        loop = asyncio.get_running_loop()
-        task = asyncio.create_task(self._consume(message, resume))
-        handled = False
-        with suppress(NotImplementedError, RuntimeError):  # no signals off the main thread
-            loop.add_signal_handler(signal.SIGINT, task.cancel)
-            handled = True
-        try:
-            with _no_echo():
-                return await task
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
-                raise  # we are being cancelled ourselves, not the run by Ctrl-C
-            self.renderer.stopped()
-            return Ending("stopped")
-        finally:
-            if handled:
-                loop.remove_signal_handler(signal.SIGINT)
-
-    async def _consume(self, message: str | None, resume: Sequence[ResumeEntry]) -> Ending:
-        ending: Ending | None = None
-        try:
-            events = self.agent.run(self.thread_id, message=message, resume=resume)
-            async with aclosing(events):
-                async for event in events:
-                    self.renderer.event(event)
-                    if isinstance(event, RunFinishedEvent):
-                        outcome = event.outcome
-                        if isinstance(outcome, RunFinishedInterruptOutcome) and outcome.interrupts:
-                            ending = Ending("interrupted", list(outcome.interrupts))
-                        else:
-                            ending = Ending("done")
-                    elif isinstance(event, RunErrorEvent):
-                        ending = Ending("error")
-        except ServiceError as exc:
-            self.renderer.close()
-            self.renderer.error(exc.message)
-            if resume:
-                return Ending("error", await self._still_pending())
-            return Ending("error")
-        finally:
-            self.renderer.close()  # no live view outlives its run (Ctrl-C, a bug)
-        if ending is None:
-            self.renderer.close()
-            self.renderer.error(STREAM_CUT)
-            return Ending("error")
+        """One new run, followed to its end (Ctrl-C meanwhile stops it)."""
+        run = self.agent.start(self.thread_id, message=message, resume=resume)
+        ending = await follow(run, self.renderer)
+        if ending.kind == "failed":
+            # A refused resume leaves its questions pending: they are asked again.
+            return Ending("error", await self._still_pending() if resume else [])
         return ending
 
     async def _still_pending(self) -> list[Interrupt]:

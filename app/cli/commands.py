@@ -110,10 +110,10 @@ async def _converse(args: argparse.Namespace, settings: Settings) -> int:
                     Asker(status) if interactive else None,
                     continue_command=command,
                 )
-                pending = await chat.open(args.thread)
+                opening = await chat.open(args.thread)
                 if args.message is not None:
-                    return await chat.one_shot(args.message, pending)
-                return await chat.interactive(pending)
+                    return await chat.one_shot(args.message, opening)
+                return await chat.interactive(opening)
         except ServiceError as exc:
             renderer.close()
             renderer.error(exc.message)

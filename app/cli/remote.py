@@ -1,23 +1,38 @@
-"""The `--server URL` client: runs over `POST /api/agents/{graph}`, events parsed from SSE.
+"""The `--server URL` client: runs over HTTP, their events parsed from SSE.
 
-The events are validated into the same typed `ag_ui.core` models the in-process
-transformer yields, so the terminal renderer cannot tell the two apart. Error
-answers (`{"detail", "code"}`) become `ServiceError`s with the server's message and code.
+A run starts with `POST /api/agents/{graph}`, is joined with
+`GET /api/threads/{threadId}/runs/{runId}/stream` and stopped with
+`POST .../runs/{runId}/cancel`; the thread's runs are `GET .../runs`. The events are
+validated into the same typed `ag_ui.core` models the in-process transformer yields,
+so the terminal renderer cannot tell the two apart. Error answers (`{"detail",
+"code"}`) become `ServiceError`s with the server's message and code.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from typing import Any, Final
+from urllib.parse import quote
 
 import httpx
-from ag_ui.core import BaseEvent, Event, ResumeEntry, RunAgentInput, UserMessage
+from ag_ui.core import (
+    BaseEvent,
+    Event,
+    ResumeEntry,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    UserMessage,
+)
 from httpx_sse import SSEError, aconnect_sse
 from pydantic import TypeAdapter, ValidationError
 
+from app.cli.agent import RunInfo
 from app.core.errors import NotFound, ServiceError, Unauthorized, Unreachable
 from app.core.registry import GraphInfo
 from app.core.threads import ThreadView
@@ -30,6 +45,8 @@ HTTP_ERROR: Final = "服务返回 HTTP {status}：{detail}"
 NOT_AN_EVENT_STREAM: Final = "服务 {url} 没有返回事件流（Content-Type: {kind}）"
 BAD_THREAD_VIEW: Final = "服务返回的会话数据无法解析"
 UNKNOWN_GRAPH: Final = "服务上没有智能体 {graph_id!r}（可用：{available}）"
+BAD_RUN_LIST: Final = "服务返回的运行列表无法解析"
+RUN_FINISHED: Final = "run_finished"  # the code of a cancel that came too late
 
 CONNECT_TIMEOUT_S: Final = 5.0
 # A silent stream this long means the server is gone: it sends keep-alives meanwhile.
@@ -107,7 +124,7 @@ class RemoteAgent:
     async def thread(self, thread_id: str) -> ThreadView | None:
         """The thread's messages and pending interrupts; None when the server has no such thread."""
         try:
-            response = await self._client.get(f"/api/threads/{thread_id}")
+            response = await self._client.get(_thread_path(thread_id))
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from None
         if response.status_code == 404:
@@ -119,23 +136,67 @@ class RemoteAgent:
             logger.warning("unparsable thread view from %s", self.url)
             raise ServiceError("bad_response", BAD_THREAD_VIEW, status=502) from None
 
-    async def run(
+    async def under_way(self, thread_id: str) -> RunInfo | None:
+        """The thread's newest run (`GET .../runs`) if it is queued or running."""
+        try:
+            response = await self._client.get(f"{_thread_path(thread_id)}/runs")
+        except httpx.TransportError as exc:
+            raise self._unreachable(exc) from None
+        if response.status_code == 404:
+            return None  # an unknown thread, or a server from before run records
+        self._check(response)
+        try:
+            newest = next(iter(response.json()), None)
+            if newest is None:
+                return None
+            graph = newest.get("graph")
+            run = RunInfo(
+                run_id=str(newest["runId"]),
+                status=str(newest["status"]),
+                graph=graph if isinstance(graph, str) else None,
+            )
+        except (ValueError, TypeError, KeyError, AttributeError):
+            logger.warning("unparsable run list from %s", self.url)
+            raise ServiceError("bad_response", BAD_RUN_LIST, status=502) from None
+        return run if run.active else None
+
+    def start(
         self,
         thread_id: str,
         *,
         message: str | None = None,
         resume: Sequence[ResumeEntry] = (),
-    ) -> AsyncGenerator[BaseEvent, None]:
-        """Start a run (a new message, or answers to the pending interrupts); yield its events."""
+    ) -> RemoteRun:
+        """A new run: `POST /api/agents/{graph}` when its events are read."""
+        run_id = uuid.uuid4().hex
         body = RunAgentInput(
             thread_id=thread_id,
-            run_id=uuid.uuid4().hex,
+            run_id=run_id,
             messages=[UserMessage(id=str(uuid.uuid4()), content=message)] if message else [],
             resume=list(resume) or None,
         ).model_dump(mode="json", by_alias=True)
-        path = f"/api/agents/{self.graph_id}"
+        return RemoteRun(self, thread_id, run_id, body=body)
+
+    def join(self, thread_id: str, run_id: str) -> RemoteRun:
+        """A run under way on the server: its `/stream` from the first event."""
+        return RemoteRun(self, thread_id, run_id)
+
+    async def cancel(self, thread_id: str, run_id: str) -> None:
+        """`POST .../runs/{run_id}/cancel`; a run that already finished is no error."""
         try:
-            async with aconnect_sse(self._client, "POST", path, json=body) as source:
+            await self._send(
+                "POST", f"{_thread_path(thread_id)}/runs/{quote(run_id, safe='')}/cancel"
+            )
+        except ServiceError as exc:
+            if exc.code != RUN_FINISHED:
+                raise
+
+    async def events(
+        self, method: str, path: str, **kwargs: Any
+    ) -> AsyncGenerator[BaseEvent, None]:
+        """The AG-UI events of an SSE answer to `method path`; an error answer raises."""
+        try:
+            async with aconnect_sse(self._client, method, path, **kwargs) as source:
                 self._check(source.response)
                 try:
                     async for sse in source.aiter_sse():
@@ -152,6 +213,64 @@ class RemoteAgent:
                     raise ServiceError("bad_response", message, status=502) from None
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from None
+
+
+class RemoteRun:
+    """One run on the server, followed over SSE and stopped through its cancel route.
+
+    Started (a `body` to POST) or joined (its stream, by id). The run id is the one
+    RUN_STARTED reports, so `stop()` first waits for that event when it has not come yet.
+    """
+
+    def __init__(
+        self,
+        agent: RemoteAgent,
+        thread_id: str,
+        run_id: str,
+        *,
+        body: dict[str, Any] | None = None,
+    ) -> None:
+        self._agent = agent
+        self._body = body
+        self._known = asyncio.Event()  # the server has the run (or never will)
+        self._ended = False
+        self.thread_id = thread_id
+        self.run_id = run_id
+        if body is None:
+            self._known.set()
+
+    async def events(self) -> AsyncGenerator[BaseEvent, None]:
+        """The run's events to RUN_FINISHED or RUN_ERROR; a refused run raises ServiceError."""
+        if self._body is None:
+            stream = f"{_thread_path(self.thread_id)}/runs/{quote(self.run_id, safe='')}/stream"
+            events = self._agent.events("GET", stream)
+        else:
+            events = self._agent.events(
+                "POST", f"/api/agents/{self._agent.graph_id}", json=self._body
+            )
+        try:
+            async with aclosing(events):
+                async for event in events:
+                    if isinstance(event, RunStartedEvent):
+                        self.run_id = event.run_id
+                        self._known.set()
+                    elif isinstance(event, RunFinishedEvent | RunErrorEvent):
+                        self._ended = True
+                    yield event
+        finally:
+            if not self._known.is_set():
+                self._ended = True  # refused, or cut before it started: nothing to stop
+                self._known.set()
+
+    async def stop(self) -> None:
+        """Ask the server to cancel the run (once it is known there)."""
+        await self._known.wait()
+        if not self._ended:
+            await self._agent.cancel(self.thread_id, self.run_id)
+
+
+def _thread_path(thread_id: str) -> str:
+    return f"/api/threads/{quote(thread_id, safe='')}"
 
 
 @asynccontextmanager
