@@ -1,20 +1,46 @@
-"""The chat model from settings, and the repair of misplaced tool calls."""
+"""The chat model from settings, and the repair of what providers send.
+
+`OpenAICompatibleChat` is ChatOpenAI plus what non-OpenAI endpoints need: reasoning
+(`reasoning_content`, `reasoning`, `<think>`) kept as `additional_kwargs["reasoning_content"]`
+and never in `content`; tool-call deltas made regular; a reply cut off inside a tool call
+refused; and the reasoning of tool-calling turns sent back (DeepSeek's thinking mode
+answers 400 without it). The stream-shape details are in `graphs/provider_quirks.py`.
+"""
 
 from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
+import httpx
 import openai
-from langchain_core.messages import AIMessage
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import LanguageModelInput
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.messages.tool import ToolCall
+from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_openai import ChatOpenAI
 
+from graphs.provider_quirks import (
+    REASONING_KEY,
+    ThinkSplitter,
+    ToolCallDeltas,
+    new_call_id,
+    reasoning_of,
+    split_think,
+)
 from graphs.settings import GraphSettings
 
 MISSING_VARIABLE = "{var} is not set: export {var} (see the README's configuration table)"
 MODEL_CALL_FAILED = "模型服务调用失败：{detail}"
+OUTPUT_TOO_LONG = (
+    "模型输出达到长度上限，工具 {name} 的调用参数没有写完，本次调用未执行。"
+    "请调大模型的最大输出长度，或把问题拆小后重试。"
+)
+STREAM_CUT = "模型服务的回复在工具 {name} 的调用参数中途中断，本次调用未执行，请重试。"
+STREAM_BROKEN = "模型服务的回复在中途断开（{error}），请重试。"
 
 
 class ModelError(RuntimeError):
@@ -27,6 +53,10 @@ class ModelNotConfigured(ModelError):
 
 class ModelCallFailed(ModelError):
     """The model endpoint failed even after the bounded retries."""
+
+
+class ModelOutputCut(ModelError):
+    """The reply ended inside a tool call's arguments; the half call is not run."""
 
 
 def model_call_failed(exc: openai.APIError, *, retries: int) -> ModelCallFailed:
@@ -59,7 +89,7 @@ def make_model(settings: GraphSettings) -> ChatOpenAI:
         raise ModelNotConfigured(MISSING_VARIABLE.format(var="OPENAI_API_KEY"))
     if not settings.openai_model:
         raise ModelNotConfigured(MISSING_VARIABLE.format(var="OPENAI_MODEL"))
-    return ChatOpenAI(
+    return OpenAICompatibleChat(
         model=settings.openai_model,
         api_key=settings.openai_api_key,
         base_url=settings.openai_base_url,
@@ -82,6 +112,183 @@ def shared_model(settings: GraphSettings) -> ChatOpenAI:
     if _shared is None or _shared[0] is not settings:
         _shared = (settings, make_model(settings))
     return _shared[1]
+
+
+class OpenAICompatibleChat(ChatOpenAI):
+    """ChatOpenAI for any OpenAI-compatible endpoint (see the module's docstring).
+
+    langchain-openai 1.x reads only OpenAI's own fields, so a non-OpenAI endpoint's
+    reasoning would be dropped; these hooks keep it and regularise the stream.
+    """
+
+    def _convert_chunk_to_generation_chunk(
+        self,
+        chunk: dict[str, Any],
+        default_chunk_class: type,
+        base_generation_info: dict[str, Any] | None,
+    ) -> ChatGenerationChunk | None:
+        choices = chunk.get("choices") or []
+        delta = choices[0].get("delta") if choices and isinstance(choices[0], dict) else None
+        if isinstance(delta, dict) and delta.get("tool_calls"):
+            # langchain-openai drops every call of a delta when one lacks "index" or
+            # "function"; some servers leave them out.
+            calls = [
+                {"index": None, **part, "function": part.get("function") or {}}
+                for part in delta["tool_calls"]
+            ]
+            delta = {**delta, "tool_calls": calls}
+            chunk = {**chunk, "choices": [{**choices[0], "delta": delta}, *choices[1:]]}
+        generation = super()._convert_chunk_to_generation_chunk(
+            chunk, default_chunk_class, base_generation_info
+        )
+        reasoning = reasoning_of(delta) if isinstance(delta, dict) else ""
+        if generation is not None and reasoning:
+            generation.message.additional_kwargs[REASONING_KEY] = reasoning
+        return generation
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        repair = _StreamRepair()
+        try:
+            async for raw in super()._astream(messages, stop, None, **kwargs):
+                chunk = repair.chunk(raw)
+                if run_manager:
+                    await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+                yield chunk
+        except (httpx.TransportError, openai.APIConnectionError) as exc:
+            if not repair.started:
+                raise  # the request itself failed: the client's error, already retried
+            raise ModelCallFailed(STREAM_BROKEN.format(error=type(exc).__name__)) from exc
+        tail = repair.finish()
+        if tail is not None:
+            if run_manager:
+                await run_manager.on_llm_new_token(tail.text, chunk=tail)
+            yield tail
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        repair = _StreamRepair()
+        try:
+            for raw in super()._stream(messages, stop, None, **kwargs):
+                chunk = repair.chunk(raw)
+                if run_manager:
+                    run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+                yield chunk
+        except (httpx.TransportError, openai.APIConnectionError) as exc:
+            if not repair.started:
+                raise  # the request itself failed: the client's error, already retried
+            raise ModelCallFailed(STREAM_BROKEN.format(error=type(exc).__name__)) from exc
+        tail = repair.finish()
+        if tail is not None:
+            if run_manager:
+                run_manager.on_llm_new_token(tail.text, chunk=tail)
+            yield tail
+
+    def _create_chat_result(
+        self,
+        response: dict[str, Any] | openai.BaseModel,
+        generation_info: dict[str, Any] | None = None,
+    ) -> ChatResult:
+        result = super()._create_chat_result(response, generation_info)
+        raw = response if isinstance(response, dict) else response.model_dump()
+        for generation, choice in zip(result.generations, raw.get("choices") or [], strict=False):
+            message = generation.message
+            if not isinstance(message, AIMessage):
+                continue
+            reasoning = reasoning_of(choice.get("message") or {})
+            if isinstance(message.content, str):
+                thought, message.content = split_think(message.content)
+                reasoning += thought
+            if reasoning:
+                message.additional_kwargs[REASONING_KEY] = reasoning
+            for call in message.tool_calls:
+                call["id"] = call["id"] or new_call_id()
+            finish = (generation.generation_info or {}).get("finish_reason")
+            if finish == "length" and (message.tool_calls or message.invalid_tool_calls):
+                calls = [*message.tool_calls, *message.invalid_tool_calls]
+                raise ModelOutputCut(OUTPUT_TOO_LONG.format(name=calls[-1]["name"]))
+        return result
+
+    def _get_request_payload(
+        self, input_: LanguageModelInput, *, stop: list[str] | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        payload: dict[str, Any] = super()._get_request_payload(input_, stop=stop, **kwargs)
+        messages = self._convert_input(input_).to_messages()
+        entries = payload.get("messages")
+        if isinstance(entries, list) and len(entries) == len(messages):
+            for message, entry in zip(messages, entries, strict=True):
+                echo_reasoning(message, entry)
+        return payload
+
+
+def echo_reasoning(message: BaseMessage, entry: dict[str, Any]) -> None:
+    """Send back the reasoning of an assistant turn that called tools (DeepSeek needs it).
+
+    Other turns' reasoning is not re-sent.
+    """
+    if not isinstance(message, AIMessage) or not message.tool_calls:
+        return
+    reasoning = message.additional_kwargs.get(REASONING_KEY)
+    if isinstance(reasoning, str):
+        entry[REASONING_KEY] = reasoning
+
+
+class _StreamRepair:
+    """One stream's state: `<think>` split off, tool-call deltas renumbered, cut calls refused."""
+
+    def __init__(self) -> None:
+        self._think = ThinkSplitter()
+        self._calls = ToolCallDeltas()
+        self._finish_reason: str | None = None
+        self.started = False
+
+    def chunk(self, generation: ChatGenerationChunk) -> ChatGenerationChunk:
+        self.started = True
+        message = generation.message
+        if not isinstance(message, AIMessageChunk):
+            return generation
+        reason = (generation.generation_info or {}).get("finish_reason")
+        if reason:
+            self._finish_reason = str(reason)
+        content: str | list[Any] = message.content
+        extra = dict(message.additional_kwargs)
+        if isinstance(content, str) and content:
+            thought, content = self._think.feed(content)
+            if thought:
+                extra[REASONING_KEY] = str(extra.get(REASONING_KEY, "")) + thought
+        repaired = AIMessageChunk(
+            content=content,
+            additional_kwargs=extra,
+            response_metadata=message.response_metadata,
+            tool_call_chunks=self._calls.normalize(message.tool_call_chunks),
+            usage_metadata=message.usage_metadata,
+            id=message.id,
+        )
+        return ChatGenerationChunk(message=repaired, generation_info=generation.generation_info)
+
+    def finish(self) -> ChatGenerationChunk | None:
+        """What the stream still held; raises ModelOutputCut for a call left unfinished."""
+        cut = self._calls.incomplete(self._finish_reason)
+        if cut is not None:
+            template = OUTPUT_TOO_LONG if self._finish_reason == "length" else STREAM_CUT
+            raise ModelOutputCut(template.format(name=cut.name or "?"))
+        thought, text = self._think.flush()
+        if not thought and not text:
+            return None
+        extra: Mapping[str, Any] = {REASONING_KEY: thought} if thought else {}
+        return ChatGenerationChunk(
+            message=AIMessageChunk(content=text, additional_kwargs=dict(extra))
+        )
 
 
 def _misplaced_call(block: Any) -> ToolCall | None:

@@ -17,6 +17,7 @@ from langgraph.types import Send
 
 from graphs.model import model_call_failed, repair_misplaced_tool_calls, shared_model
 from graphs.settings import GraphSettings
+from graphs.text_mode import needs_retry, text_mode_model
 from graphs.tools_node import ToolTask, current_run, plan_tool_tasks, run_tool_task
 from prompts import load_prompts, render_prompt
 from tools.errors import ToolsetUnavailable
@@ -69,8 +70,10 @@ def build_react_graph(
         assert isinstance(response, AIMessage)
         return {"messages": [repair_misplaced_tool_calls(response)]}
 
-    def should_continue(state: AgentState) -> list[Send] | Literal["__end__"]:
+    def should_continue(state: AgentState) -> list[Send] | Literal["agent", "__end__"]:
         last = state["messages"][-1]
+        if isinstance(last, AIMessage) and needs_retry(last):
+            return AGENT_NODE  # a text-mode reply that did not parse: the model reads why
         if not isinstance(last, AIMessage) or not last.tool_calls:
             return "__end__"
         max_calls = settings.agent_max_calls_per_tool
@@ -86,7 +89,9 @@ def build_react_graph(
     builder.add_node(AGENT_NODE, agent)
     builder.add_node(TOOLS_NODE, tools_node, input_schema=ToolTask)  # type: ignore[arg-type]
     builder.add_edge(START, AGENT_NODE)
-    builder.add_conditional_edges(AGENT_NODE, should_continue, path_map=[TOOLS_NODE, END])
+    builder.add_conditional_edges(
+        AGENT_NODE, should_continue, path_map=[TOOLS_NODE, AGENT_NODE, END]
+    )
     builder.add_edge(TOOLS_NODE, AGENT_NODE)
     return builder
 
@@ -101,7 +106,11 @@ def _static(tools: Sequence[BaseTool]) -> ToolsProvider:
 
 
 class _ModelCache:
-    """One bound model per (settings, toolset), so binding happens once, not per turn."""
+    """One bound model per (settings, toolset), so binding happens once, not per turn.
+
+    Native tool calling binds the tools to the request; text mode describes them in the
+    prompt instead (`graphs/text_mode.py`).
+    """
 
     def __init__(self) -> None:
         self._key: tuple[GraphSettings, Sequence[BaseTool]] | None = None
@@ -112,6 +121,10 @@ class _ModelCache:
     ) -> Runnable[LanguageModelInput, BaseMessage]:
         key = self._key
         if self._model is None or key is None or key[0] is not settings or key[1] is not toolset:
-            self._model = shared_model(settings).bind_tools(list(toolset))
+            model = shared_model(settings)
+            if settings.agent_tool_calling == "text":
+                self._model = text_mode_model(model, toolset)
+            else:
+                self._model = model.bind_tools(list(toolset))
             self._key = (settings, toolset)
         return self._model

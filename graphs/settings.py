@@ -1,10 +1,12 @@
-"""The graphs' configuration: the model endpoint and the four guards of the loop.
+"""The graphs' configuration: the model endpoint, how it calls tools, the four guards.
 
 `GraphSettings` extends the tools' settings, so one object configures a graph and
 every tool it builds; the service extends it in turn with its own fields.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr
 
@@ -20,6 +22,11 @@ class GraphSettings(ToolSettings):
     openai_model: str | None = None
     openai_timeout_s: float = Field(60.0, gt=0, validation_alias="OPENAI_TIMEOUT")
     openai_max_retries: int = Field(2, ge=0, validation_alias="OPENAI_MAX_RETRIES")
+    # "native": tools go to the endpoint as `tools`; "text": a ReAct prompt with
+    # Thought/Action/Action Input lines and a stop at "Observation:" (graphs/text_mode.py).
+    agent_tool_calling: Literal["native", "text"] = Field(
+        "native", description="how the model calls tools"
+    )
 
     # The four guards of the tools loop.
     agent_max_steps: int = Field(12, ge=1, description="model turns per run")

@@ -5,6 +5,11 @@
 Each request to `POST /v1/chat/completions` consumes the next turn, streamed as SSE
 `chat.completion.chunk`s when the request says `stream: true`, else one JSON
 `chat.completion`. Every request body is kept in `llm.requests`.
+
+Provider conformance: a turn can be shaped as a real endpoint streams it
+(`provider(turn, call_shape=...)`, `deepseek(...)`, `ollama_calls(...)`, `cut_off(...)`,
+`think(...)`, `honoring_stop(...)`); see the `Turn` fields below. `react(...)` writes a
+text-mode ReAct reply (Thought / Action / Action Input / Final Answer).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
 import threading
 import time
 from collections import deque
@@ -65,6 +71,36 @@ class Turn:
     hang_s: float = 0.0
     reasoning: str = ""
     finish_reason: str | None = None
+    # --- provider shapes (defaults: OpenAI's own) ------------------------------------
+    # The delta/message field the reasoning goes in ("reasoning" for some servers).
+    reasoning_field: str = "reasoning_content"
+    # How tool-call deltas look; see CALL_SHAPES.
+    call_shape: str = "openai"
+    # "" whole; "end": the body ends halfway through the last call's arguments (no finish
+    # chunk, no [DONE]); "length": the arguments stop halfway, finish_reason "length";
+    # "drop": the connection breaks halfway through them.
+    cut: str = ""
+    # DeepSeek thinking mode: 400 unless every earlier assistant turn with tool calls
+    # carries `reasoning_content`.
+    requires_reasoning_echo: bool = False
+    # Cut the content at the request's first `stop` sequence (the default ignores stop).
+    honor_stop: bool = False
+
+
+# How a turn's tool-call deltas are shaped:
+CALL_SHAPES = (
+    "openai",  # vLLM / llama.cpp / OpenAI: id, type, name first, then argument pieces
+    "repeat",  # DashScope: every delta repeats id, type and name
+    "null_id",  # DashScope: later deltas carry "id": null, "name": null explicitly
+    "same_index",  # parallel calls all at index 0 (each call's first delta has its id)
+    "one_delta",  # Ollama: every call whole, all in one delta
+)
+CUTS = ("", "end", "length", "drop")
+DEEPSEEK_MISSING_REASONING = (
+    "Missing `reasoning_content` field in the assistant message at message index {i}. "
+    "For more information, please refer to "
+    "https://api-docs.deepseek.com/guides/thinking_mode#tool-calls"
+)
 
 
 def text(content: str, *, chunk_size: int = 3, delay_s: float = 0.0) -> Turn:
@@ -160,6 +196,67 @@ def hang(seconds: float = 60.0, *, partial: str = "") -> Turn:
 def reasoning(thought: str, then: Turn) -> Turn:
     """`then`, preceded by DeepSeek-style `reasoning_content` deltas."""
     return replace(then, reasoning=thought)
+
+
+def provider(turn: Turn, **shape: Any) -> Turn:
+    """`turn` with provider-shape fields set, e.g. `provider(t, call_shape="repeat")`."""
+    if shape.get("call_shape", "openai") not in CALL_SHAPES:
+        raise ValueError(f"unknown call_shape {shape['call_shape']!r}")
+    if shape.get("cut", "") not in CUTS:
+        raise ValueError(f"unknown cut {shape['cut']!r}")
+    return replace(turn, **shape)
+
+
+def deepseek(thought: str, then: Turn) -> Turn:
+    """DeepSeek's thinking mode: `reasoning_content` first, then `then`; the request must
+    send back the reasoning of every earlier tool-calling assistant turn, else 400."""
+    return replace(then, reasoning=thought, requires_reasoning_echo=True)
+
+
+def ollama_calls(calls: Iterable[Call | tuple[str, dict[str, Any] | str]]) -> Turn:
+    """Ollama's shape: every call whole in one delta, and finish_reason "stop"."""
+    return provider(tool_calls(calls), call_shape="one_delta", finish_reason="stop")
+
+
+def cut_off(turn: Turn, how: str = "end") -> Turn:
+    """`turn` broken off halfway through its last call's arguments (see `Turn.cut`)."""
+    return provider(turn, cut=how)
+
+
+def think(thought: str, answer: str, *, chunk_size: int = 3) -> Turn:
+    """A reply whose content opens with `<think>thought</think>` before the answer."""
+    return text(f"<think>{thought}</think>\n\n{answer}", chunk_size=chunk_size)
+
+
+def react(
+    thought: str = "",
+    *,
+    action: str | None = None,
+    args: dict[str, Any] | str | None = None,
+    answer: str | None = None,
+    invented: str = "",
+    chunk_size: int = 3,
+) -> Turn:
+    """A text-mode ReAct reply: `Thought:`, then `Action:` + `Action Input:` or `Final Answer:`.
+
+    `invented` is what a model that ignores `stop` writes on: `Observation: <invented>`.
+    """
+    lines = [f"Thought: {thought}"] if thought else []
+    if action is not None:
+        lines.append(f"Action: {action}")
+        if args is not None:
+            body = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+            lines.append(f"Action Input: {body}")
+    if answer is not None:
+        lines.append(f"Final Answer: {answer}")
+    if invented:
+        lines.append(f"Observation: {invented}")
+    return text("\n".join(lines), chunk_size=chunk_size)
+
+
+def honoring_stop(turn: Turn) -> Turn:
+    """`turn` cut at the request's first stop sequence, as real endpoints do."""
+    return replace(turn, honor_stop=True)
 
 
 Fallback = Callable[[dict[str, Any]], Turn]
@@ -274,8 +371,12 @@ class ScriptedLLM(ServedDouble):
         except json.JSONDecodeError:
             return JSONResponse(_error_body("invalid JSON body", "invalid_request_error"), 400)
         turn, n = self._next_turn(body, {k.lower(): v for k, v in request.headers.items()})
+        if turn.requires_reasoning_echo:
+            turn = _check_reasoning_echo(turn, body)
         if turn.status != 200:
             return _error_response(turn)
+        if turn.honor_stop:
+            turn = _apply_stop(turn, body.get("stop"))
         reply = _Reply(turn, model=str(body.get("model") or "test-model"), n=n)
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -298,7 +399,46 @@ class ScriptedLLM(ServedDouble):
                 # Stalls mid-stream; a released hang ends the stream without a finish chunk.
                 await self._server.hang(turn.hang_s)
                 return
-        yield "data: [DONE]\n\n"
+        if turn.cut == "drop":
+            raise ConnectionDropped  # the server goes away: the body is never completed
+        if turn.cut != "end":
+            yield "data: [DONE]\n\n"
+
+
+class ConnectionDropped(Exception):
+    """Raised inside a stream whose turn has `cut="drop"`: the connection breaks."""
+
+
+class _QuietDrops(logging.Filter):
+    """Keeps uvicorn from printing a traceback for a connection dropped on purpose."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], ConnectionDropped))
+
+
+logging.getLogger("uvicorn.error").addFilter(_QuietDrops())
+
+
+def _check_reasoning_echo(turn: Turn, body: dict[str, Any]) -> Turn:
+    """DeepSeek's rule: every assistant turn with tool calls sends back its reasoning."""
+    for i, message in enumerate(body.get("messages") or []):
+        if message.get("role") != "assistant" or not message.get("tool_calls"):
+            continue
+        if not isinstance(message.get("reasoning_content"), str):
+            return Turn(
+                status=400,
+                error_body=_error_body(
+                    DEEPSEEK_MISSING_REASONING.format(i=i), "invalid_request_error"
+                ),
+                should_retry=False,
+            )
+    return turn
+
+
+def _apply_stop(turn: Turn, stop: Any) -> Turn:
+    sequences = [stop] if isinstance(stop, str) else list(stop or [])
+    cuts = [turn.content.find(s) for s in sequences if s and s in turn.content]
+    return replace(turn, content=turn.content[: min(cuts)]) if cuts else turn
 
 
 class _Reply:
@@ -312,10 +452,17 @@ class _Reply:
         self.calls = [
             (c, c.id or f"call_scripted{next(_ids):04d}_{i}") for i, c in enumerate(turn.calls)
         ]
+        if turn.cut and self.calls:
+            # The last call's arguments stop halfway.
+            last, call_id = self.calls[-1]
+            half = last.arguments[: max(1, len(last.arguments) // 2)]
+            self.calls[-1] = (replace(last, args=half), call_id)
         self.hang_after = -1
 
     @property
     def finish_reason(self) -> str:
+        if self.turn.cut == "length":
+            return "length"
         if self.turn.finish_reason:
             return self.turn.finish_reason
         return "tool_calls" if self.calls else "stop"
@@ -336,7 +483,7 @@ class _Reply:
             "refusal": None,
         }
         if self.turn.reasoning:
-            message["reasoning_content"] = self.turn.reasoning
+            message[self.turn.reasoning_field] = self.turn.reasoning
         if self.calls:
             message["tool_calls"] = [
                 {
@@ -384,7 +531,7 @@ class _Reply:
         deltas: list[dict[str, Any]] = []
         first: dict[str, Any] = {"role": "assistant", "content": "", "refusal": None}
         deltas.append(first)
-        deltas.extend({"reasoning_content": piece} for piece in _pieces(turn.reasoning, size))
+        deltas.extend({turn.reasoning_field: piece} for piece in _pieces(turn.reasoning, size))
         deltas.extend({"content": piece} for piece in _pieces(turn.content, size))
         if turn.hang_s:
             self.hang_after = len(deltas) - 1
@@ -394,22 +541,36 @@ class _Reply:
             first["content"] = None
             first.update(deltas.pop(1))
         out = [self._chunk(d, usage=include_usage) for d in deltas]
+        if turn.cut in ("end", "drop"):
+            return out  # broken off: no finish chunk, no usage
         out.append(self._chunk({}, self.finish_reason, usage=include_usage))
         if include_usage:
             out.append({**self._chunk({}, usage=False), "choices": [], "usage": self.usage()})
         return out
 
     def _call_deltas(self, size: int) -> list[dict[str, Any]]:
+        shape = self.turn.call_shape
+        if shape == "one_delta":
+            whole = [
+                {
+                    "index": index,
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for index, (c, call_id) in enumerate(self.calls)
+            ]
+            return [{"tool_calls": whole}] if whole else []
         streams: list[list[dict[str, Any]]] = []
-        for index, (c, call_id) in enumerate(self.calls):
+        for position, (c, call_id) in enumerate(self.calls):
+            index = 0 if shape == "same_index" else position
             head = {"index": index, "id": call_id, "type": "function"}
             if not c.split:
                 streams.append([{**head, "function": {"name": c.name, "arguments": c.arguments}}])
                 continue
             parts = [{**head, "function": {"name": c.name, "arguments": ""}}]
             parts.extend(
-                {"index": index, "function": {"arguments": piece}}
-                for piece in _pieces(c.arguments, size)
+                _continuation(shape, head, c.name, piece) for piece in _pieces(c.arguments, size)
             )
             streams.append(parts)
         if self.turn.interleave:
@@ -422,6 +583,20 @@ class _Reply:
         else:
             ordered = [part for stream in streams for part in stream]
         return [{"tool_calls": [part]} for part in ordered]
+
+
+def _continuation(shape: str, head: dict[str, Any], name: str, piece: str) -> dict[str, Any]:
+    """A later delta of one call: an argument piece, shaped as `shape` sends it."""
+    if shape == "repeat":
+        return {**head, "function": {"name": name, "arguments": piece}}
+    if shape == "null_id":
+        return {
+            "index": head["index"],
+            "id": None,
+            "type": "function",
+            "function": {"name": None, "arguments": piece},
+        }
+    return {"index": head["index"], "function": {"arguments": piece}}
 
 
 def _pieces(value: str, size: int) -> Sequence[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
@@ -15,10 +16,19 @@ from langchain_openai import ChatOpenAI
 from tests.doubles.llm import (
     OUT_OF_SCRIPT,
     ScriptedLLM,
+    Turn,
     call,
+    cut_off,
+    deepseek,
     error,
     hang,
+    honoring_stop,
+    ollama_calls,
+    provider,
+    react,
+    reasoning,
     text,
+    think,
     tool_call,
     tool_calls,
 )
@@ -243,3 +253,141 @@ async def test_stopping_the_server_ends_a_hanging_reply() -> None:
     with pytest.raises(openai.APIError):
         await task
     assert time.monotonic() - started < 5
+
+
+# --- provider shapes -----------------------------------------------------------------
+
+
+async def raw_stream(llm: ScriptedLLM, **body: Any) -> list[str]:
+    """The SSE `data:` payloads of one streamed request, as sent."""
+    request = {"model": "m", "messages": [], "stream": True, **body}
+    async with (
+        httpx.AsyncClient() as client,
+        client.stream("POST", f"{llm.url}/chat/completions", json=request) as response,
+    ):
+        return [
+            line.removeprefix("data: ")
+            async for line in response.aiter_lines()
+            if line.startswith("data: ")
+        ]
+
+
+def deltas(payloads: list[str]) -> list[dict[str, Any]]:
+    chunks = [json.loads(p) for p in payloads if p != "[DONE]"]
+    return [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+
+
+def call_parts(payloads: list[str]) -> list[dict[str, Any]]:
+    return [part for delta in deltas(payloads) for part in delta.get("tool_calls", [])]
+
+
+def finish_reasons(payloads: list[str]) -> list[str]:
+    chunks = [json.loads(p) for p in payloads if p != "[DONE]"]
+    return [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1:]
+
+
+PAIR = [call("f", {"a": "xyz"}, id="c0"), call("g", {"b": "uvw"}, id="c1")]
+
+
+async def test_repeat_shape_sends_id_and_name_in_every_delta(llm: ScriptedLLM) -> None:
+    llm.script(provider(tool_calls(PAIR, interleave=False), call_shape="repeat"))
+    parts = call_parts(await raw_stream(llm))
+    assert len(parts) > 2
+    assert all(p["id"] in ("c0", "c1") and p["function"]["name"] in ("f", "g") for p in parts)
+
+
+async def test_null_id_shape_sends_explicit_nulls_after_the_first_delta(llm: ScriptedLLM) -> None:
+    llm.script(provider(tool_call("f", {"a": "xyz"}, id="c0"), call_shape="null_id"))
+    first, *later = call_parts(await raw_stream(llm))
+    assert first["id"] == "c0" and first["function"]["name"] == "f"
+    assert later and all(p["id"] is None and p["function"]["name"] is None for p in later)
+
+
+async def test_same_index_shape_puts_every_parallel_call_at_index_zero(llm: ScriptedLLM) -> None:
+    llm.script(provider(tool_calls(PAIR, interleave=False), call_shape="same_index"))
+    parts = call_parts(await raw_stream(llm))
+    assert {p["index"] for p in parts} == {0}
+    assert [p["id"] for p in parts if "id" in p] == ["c0", "c1"]
+
+
+async def test_ollama_shape_sends_every_call_whole_in_one_delta_and_finishes_with_stop(
+    llm: ScriptedLLM,
+) -> None:
+    llm.script(ollama_calls(PAIR))
+    payloads = await raw_stream(llm)
+    [delta] = [d for d in deltas(payloads) if d.get("tool_calls")]
+    assert [(p["id"], p["function"]["arguments"]) for p in delta["tool_calls"]] == [
+        ("c0", '{"a": "xyz"}'),
+        ("c1", '{"b": "uvw"}'),
+    ]
+    assert finish_reasons(payloads) == ["stop"]
+
+
+@pytest.mark.parametrize(
+    ("how", "finish", "done"), [("end", [None], False), ("length", ["length"], True)]
+)
+async def test_a_cut_reply_stops_halfway_through_the_last_calls_arguments(
+    llm: ScriptedLLM, how: str, finish: list[str | None], done: bool
+) -> None:
+    llm.script(cut_off(tool_call("f", {"a": "abcdefghij"}, id="c0"), how))
+    payloads = await raw_stream(llm)
+    arguments = "".join(p["function"].get("arguments", "") for p in call_parts(payloads))
+    assert arguments == '{"a": "ab'  # the first half of '{"a": "abcdefghij"}'
+    assert finish_reasons(payloads) == finish
+    assert (payloads[-1] == "[DONE]") is done
+
+
+async def test_a_dropped_reply_breaks_the_connection_mid_stream(llm: ScriptedLLM) -> None:
+    llm.script(cut_off(tool_call("f", {"a": "abcdefghij"}), "drop"))
+    with pytest.raises(openai.APIConnectionError):
+        await streamed(model(llm, max_retries=0))
+
+
+async def test_reasoning_can_come_in_the_reasoning_field(llm: ScriptedLLM) -> None:
+    llm.script(provider(reasoning("想", text("答")), reasoning_field="reasoning"))
+    assert [d for d in deltas(await raw_stream(llm)) if "reasoning" in d] == [{"reasoning": "想"}]
+
+
+async def test_the_deepseek_double_answers_400_without_reasoning_echoed(llm: ScriptedLLM) -> None:
+    llm.script(deepseek("想", text("答")), deepseek("想", text("答")))
+    history = [
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c", "content": "ok"},
+    ]
+    body = {"model": "m", "messages": history}
+    async with httpx.AsyncClient() as client:
+        refused = await client.post(f"{llm.url}/chat/completions", json=body)
+        history[1]["reasoning_content"] = "想过"
+        accepted = await client.post(f"{llm.url}/chat/completions", json=body)
+    assert refused.status_code == 400
+    assert "reasoning_content" in refused.json()["error"]["message"]
+    assert accepted.status_code == 200
+    assert accepted.json()["choices"][0]["message"]["reasoning_content"] == "想"
+
+
+async def test_a_turn_honoring_stop_cuts_its_content_at_the_stop_sequence(
+    llm: ScriptedLLM,
+) -> None:
+    llm.script(
+        honoring_stop(react("想", action="f", args={}, invented="晴")),
+        react(answer="x", invented="晴"),
+    )
+    chat = model(llm)
+    honored = await chat.ainvoke("hi", stop=["Observation:"])
+    ignored = await chat.ainvoke("hi", stop=["Observation:"])
+    assert honored.content == "Thought: 想\nAction: f\nAction Input: {}\n"
+    assert ignored.content == "Final Answer: x\nObservation: 晴"
+
+
+@pytest.mark.parametrize("turn", [think("想", "答")], ids=["think"])
+async def test_a_think_reply_opens_its_content_with_the_block(llm: ScriptedLLM, turn: Turn) -> None:
+    llm.script(turn)
+    reply = await model(llm).ainvoke("hi")
+    assert reply.content == "<think>想</think>\n\n答"

@@ -49,6 +49,7 @@ def test_graph_is_the_agent_tools_loop() -> None:
     assert edges == {
         ("__start__", "agent", False),
         ("agent", "tools", True),
+        ("agent", "agent", True),  # a text-mode reply that did not parse is retried
         ("agent", "__end__", True),
         ("tools", "agent", False),
     }
