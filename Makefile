@@ -12,7 +12,7 @@ WEB_SRC := $(shell find $(WEB)/src $(WEB)/index.html $(WEB)/package.json $(WEB)/
 export LANGGRAPH_CLI_NO_ANALYTICS := 1
 export LANGGRAPH_NO_VERSION_CHECK := 1
 
-.PHONY: install dev run test lint bench browser web clean
+.PHONY: install dev run test lint bench browser promtool web clean
 
 # `make install`/`make run` take what the service needs; the test, lint and bench tools
 # (playwright, langgraph-cli, mypy, ...) come with `make dev`, which the others depend on.
@@ -44,10 +44,16 @@ browser:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 	  apt-get install -y -qq chromium fonts-wqy-microhei >/dev/null; }
 
+# Debian's prometheus package brings promtool: the tests check /metrics with it.
+promtool:
+	@command -v promtool >/dev/null 2>&1 || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	  apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+
 run: install
 	$(BIN)/react-agent serve
 
-test: dev browser
+test: dev browser promtool
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 

@@ -37,26 +37,26 @@ def _parser() -> argparse.ArgumentParser:
         help="one shot: send TEXT, print the answer, exit (3: it needs an answer and "
         "stdin is not a terminal)",
     )
+    chat.add_argument(
+        "--hide-reasoning",
+        action="store_true",
+        help="do not show the model's reasoning (shown dimmed before each answer by default)",
+    )
     graphs = commands.add_parser("graphs", help="list the agents")
     graphs.add_argument("--server", metavar="URL", help="list the agents of a running server")
     return parser
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import logging
-
     import uvicorn
 
+    from app.core.logs import configure_logging
     from app.http.server import create_app
 
     # One line per run from app.core.events; per-request lines (access log, httpx) would
-    # only cost time on the hot path.
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    for chatty in ("httpx", "httpx2"):  # one INFO line per model call otherwise
-        logging.getLogger(chatty).setLevel(logging.WARNING)
+    # only cost time on the hot path. AGENT_LOG_FORMAT picks text or JSON lines.
     settings = get_settings()
+    configure_logging(settings)
     app = create_app(settings)
 
     class Server(uvicorn.Server):
@@ -72,6 +72,8 @@ def _serve(args: argparse.Namespace) -> int:
         host=args.host or settings.host,
         port=settings.port if args.port is None else args.port,
         log_level="info",
+        # JSON lines: uvicorn's own records go through the same handler, in the same format.
+        log_config=None if settings.agent_log_format == "json" else uvicorn.config.LOGGING_CONFIG,
         access_log=False,
         # Streams get the grace period (sse-starlette), then the runs are left to resume.
         timeout_graceful_shutdown=int(settings.agent_shutdown_grace_s) + 2,

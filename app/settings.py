@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
@@ -34,6 +34,20 @@ class Settings(GraphSettings):
     agent_extra_graphs: str = ""  # "id=module,...": graphs served besides GRAPH_MODULES (bench/)
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
+
+    # Operating it (README "Operating it"): metrics, logs, traces.
+    agent_metrics: bool = Field(True, description="serve GET /metrics and measure runs")
+    agent_log_format: Literal["text", "json"] = Field(
+        "text", description="text: human-readable lines; json: one JSON object a line"
+    )
+    # OpenTelemetry's own variables: traces go out only when an endpoint is set.
+    otel_exporter_otlp_endpoint: str | None = Field(
+        None, description="OTLP/HTTP base URL; traces go to <it>/v1/traces"
+    )
+    otel_exporter_otlp_traces_endpoint: str | None = Field(
+        None, description="OTLP/HTTP traces URL, used as it is (wins over the base URL)"
+    )
+    otel_service_name: str = "react-agent"
 
     @field_validator("agent_api_key")
     @classmethod

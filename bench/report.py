@@ -13,7 +13,9 @@ OURS_CHAT = "ours/chat"
 PEER_STREAM = "peer/stream"
 PEER_WAIT = "peer/wait"
 BASE = "base/agui"
+UNMEASURED = "ours/agui-nometrics"
 BUDGET_LIMIT = 1.10  # issue 11: the AG-UI figures stay within 1.10x of the baseline's
+METRICS_LIMIT = 1.03  # issue 15: metrics on cost at most 3% more server CPU per run than off
 
 
 @dataclass(frozen=True)
@@ -296,6 +298,41 @@ def _budget_table(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+def metrics_cost(results: dict[str, Any]) -> list[BudgetRow]:
+    """Issue 15: `ours/agui` (metrics on) against `ours/agui-nometrics`, same run."""
+    return [
+        BudgetRow(
+            f"server CPU ms/run at {latency} ms (on / off)",
+            _seq(results, latency, OURS, "server_cpu_ms_per_run"),
+            _seq(results, latency, UNMEASURED, "server_cpu_ms_per_run"),
+            higher_is_worse=True,
+        )
+        for latency in ("0", "50")
+    ]
+
+
+def _metrics_table(results: dict[str, Any]) -> list[str]:
+    lines = [
+        "## Metrics cost (issue 15): ours/agui vs ours/agui-nometrics",
+        "",
+        "Two `react-agent serve` of this checkout side by side, interleaved: `ours/agui` with "
+        "the metrics on (the default), `ours/agui-nometrics` with `AGENT_METRICS=false`. "
+        "The ratio is the server CPU per run with metrics on / off.",
+        "",
+        "| figure | on | off | ratio | limit | verdict |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for row in metrics_cost(results):
+        ratio = "-" if row.ratio is None else f"{row.ratio:.3f}x"
+        met = None if row.ratio is None else row.ratio <= METRICS_LIMIT
+        word = "not measured" if met is None else ("met" if met else "**not met**")
+        lines.append(
+            f"| {row.figure} | {_fmt(row.ours)} | {_fmt(row.base)} | {ratio} "
+            f"| <= {METRICS_LIMIT:.2f}x | {word} |"
+        )
+    return lines
+
+
 def render(results: dict[str, Any]) -> str:
     """The whole report as Markdown."""
     meta = results["meta"]
@@ -317,6 +354,7 @@ def render(results: dict[str, Any]) -> str:
     for v in verdicts(results):
         lines.append(f"| {v.target} | {v.measured} | {v.ratio} | {v.limit} | {v.word} |")
     lines += ["", *_budget_table(results)]
+    lines += ["", *_metrics_table(results)]
     lines += ["", *_like_for_like(results)]
     clients = [str(c) for c in meta["plan"]["clients"]]
     for latency, phase in results.get("latencies", {}).items():

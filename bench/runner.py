@@ -47,6 +47,7 @@ from bench.targets import (
     HttpTarget,
     ModelOnly,
     OursAgui,
+    OursAguiNoMetrics,
     OursChat,
     PeerStream,
     PeerWait,
@@ -55,7 +56,15 @@ from bench.targets import (
 
 BENCH_GRAPH_SPEC = f"{GRAPH_ID}=bench.graph"
 # The project's own variables: none of a developer's values may reach the servers.
-SCRUBBED_PREFIXES = ("OPENAI_", "AGENT_", "TUSHARE_", "OPEN_METEO_", "LANGSMITH_", "LANGCHAIN_")
+SCRUBBED_PREFIXES = (
+    "OPENAI_",
+    "AGENT_",
+    "TUSHARE_",
+    "OPEN_METEO_",
+    "LANGSMITH_",
+    "LANGCHAIN_",
+    "OTEL_",
+)
 SCRUBBED = {"HOST", "PORT"}
 VERSIONS = (
     "langgraph",
@@ -179,12 +188,17 @@ class Stack:
         path.mkdir()
         return path
 
-    def start_ours(self) -> Server:
-        """`react-agent serve` with the bench graph registered, on a fresh SQLite file."""
-        path = self._dir("ours")
+    def start_ours(self, *, metrics: bool = True) -> Server:
+        """`react-agent serve` with the bench graph registered, on a fresh SQLite file.
+
+        `metrics=False`: the same code with `AGENT_METRICS=false` (the metrics' cost).
+        """
+        path = self._dir("ours" if metrics else "ours-nometrics")
         port = free_port()
         env = {**self.env, "AGENT_DB": str(path / "agent.sqlite")}
         env["AGENT_EXTRA_GRAPHS"] = BENCH_GRAPH_SPEC
+        if not metrics:
+            env["AGENT_METRICS"] = "false"
         argv = [str(VENV_BIN / "react-agent"), "serve", "--port", str(port)]
         return self._spawn("ours", argv, env, path, port, "/healthz")
 
@@ -353,9 +367,11 @@ async def _phases(plan: Plan, results: dict[str, Any]) -> None:
         async with open_checkpointer(shared.tmp / "floor.sqlite") as saver:
             graph = make_graph(saver)
             ours = shared.start_ours()
+            unmeasured = shared.start_ours(metrics=False)
             base = shared.start_base() if shared.base is not None else None
             peer = shared.start_peer() if plan.peer else None
             await ours.wait_healthy(shared.client)
+            await unmeasured.wait_healthy(shared.client)
             if base is not None:
                 imports = await shared.wait_base(base)
                 results["meta"]["base"]["imports"] = imports
@@ -374,7 +390,9 @@ async def _phases(plan: Plan, results: dict[str, Any]) -> None:
                 targets.append(kind(answer, client, ours))
                 if base is not None and endpoint in plan.base_endpoints:
                     targets.append(BASE_TARGETS[endpoint](answer, client, base))
-            servers = {"ours": ours}
+                if endpoint == "agui":  # the metrics' cost: the same code with metrics off
+                    targets.append(OursAguiNoMetrics(answer, client, unmeasured))
+            servers = {"ours": ours, "ours-nometrics": unmeasured}
             if base is not None:
                 servers["base"] = base
             if peer is not None:

@@ -285,6 +285,12 @@ class OursAgui(HttpTarget):
         return run.ttft_s
 
 
+class OursAguiNoMetrics(OursAgui):
+    """`ours/agui` against a second `react-agent serve` of the same code, `AGENT_METRICS=false`."""
+
+    name = "ours/agui-nometrics"
+
+
 class OursChat(HttpTarget):
     """`react-agent serve`: `POST /api/chat`, plain JSON."""
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
@@ -28,6 +28,11 @@ from typing import Any, Final, cast
 from ag_ui.core import (
     BaseEvent,
     CustomEvent,
+    ReasoningEndEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    ReasoningStartEvent,
     RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
@@ -50,6 +55,7 @@ from langgraph.types import Command, StreamMode
 
 from app.core.threads import STOPPED_KEY, pending_interrupts, text_of, tool_result_metadata
 from graphs.model import ModelError, ModelNotConfigured
+from graphs.provider_quirks import REASONING_KEY, reasoning_of
 from graphs.react import AGENT_NODE, TOOLS_NODE
 
 logger = logging.getLogger(__name__)
@@ -77,6 +83,7 @@ async def stream_run(
     transformer: EventTransformer | None = None,
     checkpoint_id: str | None = None,
     announce: bool = True,
+    observe: Callable[[str, Any], None] | None = None,
 ) -> AsyncGenerator[BaseEvent, None]:
     """Run `graph` on one thread and yield the run's AG-UI events.
 
@@ -88,6 +95,7 @@ async def stream_run(
     checkpoint. Pass `transformer` to read, after a cancel, what it had streamed.
     `checkpoint_id` runs from that checkpoint instead of the latest (a rollback);
     `announce=False` leaves out RUN_STARTED (a resumed run already sent it).
+    `observe` sees every `(mode, data)` item of the graph's stream first (telemetry).
     Logs one summary line per run.
     """
     started = time.perf_counter()
@@ -110,6 +118,8 @@ async def stream_run(
         )
         async with aclosing(stream):
             async for mode, data in stream:
+                if observe is not None:
+                    observe(mode, data)
                 if tracker.feed(mode, data):
                     for event in tracker.drain():
                         yield event
@@ -152,9 +162,14 @@ def close_open(events: Iterable[BaseEvent]) -> list[BaseEvent]:
     """The END/FINISHED events for what `events` (a log cut short by a crash) left open."""
     texts: dict[str, None] = {}
     calls: dict[str, None] = {}
+    thoughts: dict[str, None] = {}
     step: str | None = None
     for event in events:
-        if isinstance(event, TextMessageStartEvent):
+        if isinstance(event, ReasoningStartEvent):
+            thoughts[event.message_id] = None
+        elif isinstance(event, ReasoningEndEvent):
+            thoughts.pop(event.message_id, None)
+        elif isinstance(event, TextMessageStartEvent):
             texts[event.message_id] = None
         elif isinstance(event, TextMessageEndEvent):
             texts.pop(event.message_id, None)
@@ -166,7 +181,13 @@ def close_open(events: Iterable[BaseEvent]) -> list[BaseEvent]:
             step = event.step_name
         elif isinstance(event, StepFinishedEvent):
             step = None
-    closing: list[BaseEvent] = [TextMessageEndEvent(message_id=text) for text in texts]
+    closing: list[BaseEvent] = []
+    for thought in thoughts:
+        closing += [
+            ReasoningMessageEndEvent(message_id=thought),
+            ReasoningEndEvent(message_id=thought),
+        ]
+    closing += [TextMessageEndEvent(message_id=text) for text in texts]
     closing += [ToolCallEndEvent(tool_call_id=call) for call in calls]
     if step is not None:
         closing.append(StepFinishedEvent(step_name=step))
@@ -197,6 +218,9 @@ class _Turn:
     segments: int = 0
     calls: dict[int | str, _Call] = field(default_factory=dict)
     last_key: int | str | None = None
+    reasoning: list[str] = field(default_factory=list)
+    reasoning_id: str | None = None  # the open reasoning message, if any
+    reasoning_parts: int = 0
 
 
 class EventTransformer:
@@ -232,7 +256,13 @@ class EventTransformer:
         text = "".join(turn.text) if turn is not None else ""
         if turn is None or not text.strip():
             return None
-        return AIMessage(content=text, id=turn.id or None, response_metadata={STOPPED_KEY: True})
+        thought = "".join(turn.reasoning)
+        return AIMessage(
+            content=text,
+            id=turn.id or None,
+            response_metadata={STOPPED_KEY: True},
+            additional_kwargs={REASONING_KEY: thought} if thought else {},
+        )
 
     def close(self) -> None:
         """End whatever is still open (turn, step) before the run's last event."""
@@ -260,19 +290,42 @@ class EventTransformer:
         content = chunk.content
         text = content if isinstance(content, str) else text_of(content)
         parts = chunk.tool_call_chunks
-        if not text and not parts:
+        thought = reasoning_of(chunk.additional_kwargs)
+        if not text and not parts and not thought:
             return  # role-only and closing chunks (whose id may be a synthetic one)
         turn = self._turn
         if turn is None or (chunk.id and chunk.id != turn.id):
             if turn is not None:
                 self._end_turn(turn, None)
             turn = self._turn = _Turn(id=chunk.id or "")
+        if thought:
+            self._reason(turn, thought)
         if text:
             self._text(turn, text)
         for part in parts:
             self._call_chunk(turn, part["index"], part["id"], part["name"], part["args"])
 
+    def _reason(self, turn: _Turn, delta: str) -> None:
+        if turn.reasoning_id is None:
+            turn.reasoning_parts += 1
+            part = "" if turn.reasoning_parts == 1 else f":{turn.reasoning_parts}"
+            turn.reasoning_id = f"{turn.id}:reasoning{part}"
+            self._out.append(ReasoningStartEvent(message_id=turn.reasoning_id))
+            self._out.append(
+                ReasoningMessageStartEvent(message_id=turn.reasoning_id, role="reasoning")
+            )
+        turn.reasoning.append(delta)
+        self._out.append(ReasoningMessageContentEvent(message_id=turn.reasoning_id, delta=delta))
+
+    def _end_reasoning(self, turn: _Turn) -> None:
+        """Close the open reasoning: what follows is the answer or a tool call."""
+        if turn.reasoning_id is not None:
+            self._out.append(ReasoningMessageEndEvent(message_id=turn.reasoning_id))
+            self._out.append(ReasoningEndEvent(message_id=turn.reasoning_id))
+            turn.reasoning_id = None
+
     def _text(self, turn: _Turn, delta: str) -> None:
+        self._end_reasoning(turn)
         if turn.text_id is None:
             # Text after tool calls started goes into a fresh text message.
             turn.segments += 1
@@ -324,6 +377,7 @@ class EventTransformer:
                 self._out.append(ToolCallArgsEvent(tool_call_id=call.id, delta=call.args))
 
     def _start_call(self, turn: _Turn, call_id: str, name: str) -> None:
+        self._end_reasoning(turn)
         self._end_text(turn)
         self._out.append(
             ToolCallStartEvent(tool_call_id=call_id, tool_call_name=name, parent_message_id=turn.id)
@@ -332,7 +386,11 @@ class EventTransformer:
     def _end_turn(self, turn: _Turn, final: AIMessage | None) -> None:
         """Emit what the chunks missed (from `final`, the truth), then close the turn."""
         if final is not None:
+            thought = reasoning_of(final.additional_kwargs)
+            if thought and not turn.reasoning:  # not streamed (a whole reply): say it first
+                self._reason(turn, thought)
             self._reconcile_text(turn, text_of(final.content))
+        self._end_reasoning(turn)
         self._end_text(turn)
         started = {call.id: call for call in turn.calls.values() if call.started}
         for tool_call in final.tool_calls if final is not None else ():

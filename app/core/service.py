@@ -40,7 +40,13 @@ from pydantic import TypeAdapter
 
 from app.core.errors import Conflict, Gone, Invalid, NotFound, ServiceError, Unavailable
 from app.core.events import INTERNAL_ERROR, EventTransformer, close_open, stream_run
-from app.core.prepare import PreparedRun, abandoned_calls, check_thread_id, prepare_run
+from app.core.prepare import (
+    CALL_ABANDONED,
+    PreparedRun,
+    abandoned_calls,
+    check_thread_id,
+    prepare_run,
+)
 from app.core.registry import GraphInfo, available_graphs, compile_graphs, describe
 from app.core.runlog import Entry, LiveLog, LogWriter, decode, is_terminal
 from app.core.runs import (
@@ -52,8 +58,10 @@ from app.core.runs import (
     StoredRun,
     open_run_store,
 )
-from app.core.storage import open_checkpointer
+from app.core.storage import end_cut_write, open_checkpointer, probe
+from app.core.telemetry import Telemetry
 from app.core.threads import (
+    RUN_KEY,
     ThreadView,
     delete_thread,
     read_thread,
@@ -63,6 +71,7 @@ from app.core.threads import (
 from app.settings import Settings
 from graphs.model import ModelNotConfigured, shared_model
 from graphs.react import AGENT_NODE, TOOLS_NODE
+from tools.secrets import redactor_for
 
 logger = logging.getLogger(__name__)
 
@@ -88,11 +97,13 @@ SHUTTING_DOWN = "the service is shutting down; retry in a moment"
 CANCELLED = "运行已被取消"
 NOT_RESUMABLE = "运行无法恢复：智能体 {graph!r} 已不在本服务中"
 RESUME_FAILED = "运行无法恢复：{reason}"
+MOVED_ON = "运行无法恢复：此后会话中已有其他运行，继续它会改写新的历史"
 
 HOST = socket.gethostname()
 # Runs that were being cancelled get this long to let go before a new run is refused.
 SETTLE_S = 5.0
 PURGE_EVERY_S = 60.0
+READY_TIMEOUT_S = 1.0  # how long /readyz waits for the database
 POLL_S = 0.1
 
 _messages: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
@@ -123,7 +134,9 @@ class Run:
     ) -> None:
         self.record = record
         self.request = request
-        self.log = LiveLog(record.thread_id, record.run_id, service.writer, base=base)
+        self.log = LiveLog(
+            record.thread_id, record.run_id, service.writer, base=base, redact=service.redact
+        )
         self.task: asyncio.Task[None] | None = None
         self.prepared: PreparedRun | None = None
         self.checkpoint_before = checkpoint_before
@@ -172,7 +185,13 @@ class Run:
             for message in (snapshot.values or {}).get("messages", [])
             if message.id not in prepared.known
         ]
-        return RunResult(to_agui_messages(added), interrupts, error)
+        messages = to_agui_messages(added)
+        redact = self._service.redact
+        if any(redact.found(message.model_dump_json()) for message in messages):
+            messages = _messages.validate_python(
+                redact.value([m.model_dump(by_alias=True) for m in messages])
+            )
+        return RunResult(messages, interrupts, error)
 
     def cancel(self) -> None:
         """Stop the run at its next await point (idempotent); its log ends `cancelled`."""
@@ -199,6 +218,7 @@ class AgentService:
         listing: list[GraphInfo],
         saver: BaseCheckpointSaver,
         store: RunStore,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.settings = settings
         self.graphs = graphs
@@ -206,6 +226,8 @@ class AgentService:
         self.saver = saver
         self.store = store
         self.writer = LogWriter(store)
+        self.redact = redactor_for(settings)
+        self.telemetry = telemetry or Telemetry()
         self.owner = f"{HOST}:{os.getpid()}"
         self.closing = False
         self._closing_at = 0.0
@@ -222,6 +244,21 @@ class AgentService:
                 "unknown_graph", UNKNOWN_GRAPH.format(graph_id=graph_id[:100], available=available)
             )
         return graph
+
+    def active_runs(self) -> list[tuple[str, RunStatus]]:
+        """(graph, status) of every run this process holds (queued or running)."""
+        return [(run.record.graph, run.record.status) for q in self._threads.values() for run in q]
+
+    async def ready(self) -> str | None:
+        """None when the service takes runs; else why not (`draining`, `database`)."""
+        if self.closing:
+            return "draining"
+        try:
+            await probe(self.settings.agent_db, READY_TIMEOUT_S)
+        except Exception:  # any failure to answer means not ready; the reason is logged
+            logger.exception("readiness: the database did not answer")
+            return "database"
+        return None
 
     # --- starting ------------------------------------------------------------------------
 
@@ -330,33 +367,40 @@ class AgentService:
         transformer = EventTransformer()
         status: RunStatus = "error"
         error: RunError | None = None
+        watch = self.telemetry.watch(run.record.graph, run.thread_id, run.run_id)
         try:
             fork: str | None = None
             if prepared is None:
                 prepared, fork = await self._start_queued(run, graph)
             run.prepared = prepared
             run.entered_graph = True
+            watch.entered(None if resumed else run.request.get("resume"))
+            metadata = {**prepared.config.get("metadata", {}), RUN_KEY: run.run_id}
             events = stream_run(
                 graph,
                 thread_id=run.thread_id,
                 run_id=run.run_id,
                 input_or_command=None if resumed else prepared.input,
-                config=prepared.config,
+                config=watch.config({**prepared.config, "metadata": metadata}),
                 stream_tokens=bool(run.request.get("streamTokens", True)),
                 transformer=transformer,
                 checkpoint_id=fork,
                 announce=run.log.last == 0,
+                observe=watch.observe if watch.handler is not None else None,
             )
             async with aclosing(events):
                 async for event in events:
                     run.log.emit(event)
+                    watch.event(event)
                     status, error = _ending(event, status, error)
         except asyncio.CancelledError:
+            _uncancel()
+            await end_cut_write(self.saver)
             if run.suspended:
+                watch.finish("suspended", None)
                 run.log.close()
                 self._leave(run)
                 raise
-            _uncancel()
             if run.entered_graph:
                 await self._keep_stopped(run, graph, transformer)
             status, error = "cancelled", RunError(code="cancelled", message=CANCELLED)
@@ -368,6 +412,7 @@ class AgentService:
             logger.exception("run %s on thread %s failed to start", run.run_id, run.thread_id)
             status, error = "error", RunError(code="internal_error", message=INTERNAL_ERROR)
             self._fail(run, error)
+        watch.finish(status, error.code if error is not None else None)
         await self._finish(run, status, error)
 
     async def _start_queued(
@@ -403,7 +448,7 @@ class AgentService:
             snapshot = await graph.aget_state(prepared.config)
             history: list[AnyMessage] = (snapshot.values or {}).get("messages", [])
             reply = transformer.stopped_reply()
-            writes: list[AnyMessage] = [*abandoned_calls(history)]
+            writes: list[AnyMessage] = [*abandoned_calls(history, CALL_ABANDONED)]
             if reply is not None:
                 writes.append(reply)
             if writes:
@@ -522,6 +567,8 @@ class AgentService:
         view = await read_thread(self.graphs, self.saver, check_thread_id(thread_id))
         if view is None:
             raise NotFound("unknown_thread", UNKNOWN_THREAD.format(thread_id=thread_id))
+        if self.redact.found(view.model_dump_json()):  # a reply that quoted a secret
+            view = ThreadView.model_validate(self.redact.value(view.model_dump(by_alias=True)))
         return view
 
     async def forget_thread(self, thread_id: str) -> None:
@@ -590,9 +637,15 @@ class AgentService:
         config = run_config(run.thread_id, run.record.graph)
         latest = await self.saver.aget_tuple(config)
         latest_id = latest.config["configurable"].get("checkpoint_id") if latest else None
-        if latest_id != stored.checkpoint_before:  # it got as far as a checkpoint: go on
+        if latest is not None and latest.metadata.get(RUN_KEY) == run.run_id:
+            # It got as far as a checkpoint of its own: go on from there.
             prepared = PreparedRun(run.thread_id, {}, config, frozenset(), latest_id)
             await self._execute(run, graph, prepared, resumed=True)
+            return
+        if latest_id != stored.checkpoint_before:  # other runs wrote since: too late
+            error = RunError(code="not_resumable", message=MOVED_ON)
+            self._fail(run, error)
+            await self._finish(run, "error", error)
             return
         try:  # it wrote nothing: start it again
             prepared = await self._prepare(run, graph)
@@ -609,14 +662,20 @@ class AgentService:
             self.closing = True
             self._closing_at = time.monotonic()
 
-    async def close(self) -> None:
-        """Let running runs finish within the grace period; leave the rest to resume."""
+    async def close(self, *, cancel_runs: bool = False) -> None:
+        """Let running runs finish within the grace period; leave the rest to resume.
+
+        With `cancel_runs` (a terminal closing: its user left), they are cancelled now.
+        """
         self.begin_shutdown()
         runs = [run for queue in self._threads.values() for run in queue]
         tasks = [run.task for run in runs if run.task is not None]
         grace = self.settings.agent_shutdown_grace_s - (time.monotonic() - self._closing_at)
+        if cancel_runs:
+            for run in runs:
+                run.cancel()
         if tasks:
-            await asyncio.wait(tasks, timeout=max(0.0, grace))
+            await asyncio.wait(tasks, timeout=None if cancel_runs else max(0.0, grace))
         for run in runs:
             if not run.finished.is_set():
                 logger.info("leaving run %s to resume at the next start", run.run_id)
@@ -674,12 +733,21 @@ def _dead(owner: str) -> bool:
 
 @asynccontextmanager
 async def open_service(
-    settings: Settings, *, only: str | None = None, recover: bool = False
+    settings: Settings,
+    *,
+    only: str | None = None,
+    recover: bool = False,
+    cancel_on_close: bool = False,
+    telemetry: Telemetry | None = None,
 ) -> AsyncIterator[AgentService]:
     """The service on `settings.agent_db`, every agent compiled (or just `only`).
 
-    With `recover`, the runs a dead process left active are resumed at once.
+    With `recover` (a server), the runs a dead process left active are resumed at once,
+    and runs still going at the end are left for the next start; with
+    `cancel_on_close` (a terminal, whose user has left) they are cancelled instead.
+    `telemetry` (default: none) measures and traces the runs (`app.core.telemetry`).
     """
+    telemetry = telemetry or Telemetry()
     async with (
         open_checkpointer(settings.agent_db) as saver,
         open_run_store(settings.agent_db) as store,
@@ -689,8 +757,10 @@ async def open_service(
         # HTTP clients and TLS set-up are start-up work; a missing key is not fatal here:
         # the first run reports it.
         with suppress(ModelNotConfigured):
-            shared_model(settings)
-        service = AgentService(settings, graphs, describe(modules), saver, store)
+            telemetry.watch_model(shared_model(settings))
+        service = AgentService(settings, graphs, describe(modules), saver, store, telemetry)
+        if telemetry.metrics is not None:
+            telemetry.metrics.watch_active(service.active_runs)
         service.writer.start()
         await store.expire(time.time() - settings.agent_run_events_ttl_s)
         if recover:
@@ -700,4 +770,4 @@ async def open_service(
         try:
             yield service
         finally:
-            await service.close()
+            await service.close(cancel_runs=cancel_on_close)

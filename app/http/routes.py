@@ -246,15 +246,20 @@ def _event_stream(
 ) -> EventSourceResponse:
     """The entries as SSE; `on_abort` runs if the client leaves before the last event."""
     settings = agents.settings
+    clients = agents.telemetry.metrics.sse_clients if agents.telemetry.metrics else None
 
     async def events() -> AsyncIterator[ServerSentEvent]:
         ended = False
+        if clients is not None:
+            clients.inc()
         try:
             async with aclosing(entries):
                 async for entry in entries:
                     yield ServerSentEvent(data=entry.data, id=str(entry.seq), sep="\n")
             ended = True
         finally:
+            if clients is not None:
+                clients.dec()
             # At shutdown streams are cut, not abandoned: the run resumes at the next start.
             if not ended and on_abort is not None and not agents.closing:
                 on_abort()

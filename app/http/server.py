@@ -5,6 +5,8 @@ runs a stopped process left, and closes it with the shutdown grace period; the r
 (`app.http.routes`) reach it through a dependency. Every refusal is a
 `app.core.errors.ServiceError`, answered by one handler as JSON
 `{"detail": <readable message>, "code": <machine code>}` with its status.
+The app's telemetry (metrics, traces: `app.core.telemetry`) is made here, once, with the
+probes and the request counting of `app.http.observability`.
 """
 
 from __future__ import annotations
@@ -22,20 +24,27 @@ from pydantic import BaseModel
 
 from app.core.errors import ServiceError
 from app.core.service import open_service
+from app.core.telemetry import Telemetry
+from app.http.observability import add_probes, count_requests, trace_requests
 from app.http.routes import ChatRequest, api
 from app.http.webui import mount_web_ui
 from app.settings import Settings, get_settings
+from tools.secrets import redactor_for
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the ASGI app; `settings` (default: the environment's) reach every graph and tool."""
     settings = settings or get_settings()
+    telemetry = Telemetry.from_settings(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with open_service(settings, recover=True) as service:
-            app.state.service = service
-            yield
+        try:
+            async with open_service(settings, recover=True, telemetry=telemetry) as service:
+                app.state.service = service
+                yield
+        finally:
+            telemetry.close()
 
     app = FastAPI(
         title="react-agent",
@@ -51,11 +60,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             allow_headers=["Authorization", "Content-Type", "Accept"],
         )
     app.add_exception_handler(ServiceError, _service_error)
+    if telemetry.metrics is not None:
+        count_requests(app, telemetry.metrics)
+    if telemetry.tracing is not None:
+        trace_requests(app, telemetry.tracing)
 
     @app.get("/healthz", tags=["service"])
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
+    add_probes(app)
     app.include_router(api)
     _document_bodies(app, {"/api/agents/{graph_id}": RunAgentInput, "/api/chat": ChatRequest})
     mount_web_ui(app)
@@ -89,6 +103,10 @@ def _document_bodies(app: FastAPI, bodies: dict[str, type[BaseModel]]) -> None:
 
 async def _service_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ServiceError)
+    # A message may quote an upstream (a failed run's provider error): mask secrets.
+    redact = redactor_for(request.app.state.settings)
     return JSONResponse(
-        {"detail": exc.message, "code": exc.code}, status_code=exc.status, headers=exc.headers
+        {"detail": redact(exc.message), "code": exc.code},
+        status_code=exc.status,
+        headers=exc.headers,
     )

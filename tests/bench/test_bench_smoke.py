@@ -19,6 +19,7 @@ TARGETS = (
     "floor/astream",
     "floor/model-only",
     "ours/agui",
+    "ours/agui-nometrics",
     "ours/chat",
     "base/agui",
     "base/chat",

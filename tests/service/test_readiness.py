@@ -1,0 +1,77 @@
+"""`GET /readyz`: ready when the database answers, not while it does not or while draining."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.http.server import create_app
+from app.settings import Settings
+from tests.doubles._server import ServerThread
+from tests.doubles.llm import ScriptedLLM
+from tests.doubles.open_meteo import FakeOpenMeteo
+from tests.processes import ServerProcess
+from tests.service.conftest import server_env
+
+
+@pytest.fixture(scope="module")
+def lockable(
+    _llm_server: ScriptedLLM, _meteo_server: FakeOpenMeteo, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[ServerProcess, Path]]:
+    data_dir = tmp_path_factory.mktemp("readiness")
+    process = ServerProcess(server_env(_llm_server, _meteo_server, data_dir))
+    yield process, data_dir / "agent.sqlite"
+    process.stop()
+
+
+def test_a_server_whose_database_answers_is_ready_without_a_key(server: ServerProcess) -> None:
+    ready = httpx.get(f"{server.url}/readyz")
+
+    assert (ready.status_code, ready.json()) == (200, {"status": "ready"})
+
+
+def test_a_database_another_writer_holds_makes_it_not_ready_until_released(
+    lockable: tuple[ServerProcess, Path],
+) -> None:
+    server, db = lockable
+    holder = sqlite3.connect(db, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")  # another writer holds the database
+        locked = httpx.get(f"{server.url}/readyz", timeout=10)
+        alive = httpx.get(f"{server.url}/healthz")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+    assert locked.status_code == 503
+    assert locked.json() == {"status": "not_ready", "reason": "database"}
+    assert alive.status_code == 200
+    assert httpx.get(f"{server.url}/readyz", timeout=10).status_code == 200
+    assert "readiness: the database did not answer" in server.log_text
+
+
+def test_a_draining_service_is_not_ready_and_takes_no_new_run() -> None:
+    app = create_app(Settings())
+    with ServerThread(app) as served:
+
+        async def drain() -> None:
+            app.state.service.begin_shutdown()
+
+        assert httpx.get(f"{served.url}/readyz").status_code == 200
+        asyncio.run_coroutine_threadsafe(drain(), served.loop).result(timeout=5)
+
+        draining = httpx.get(f"{served.url}/readyz")
+        alive = httpx.get(f"{served.url}/healthz")
+        refused = httpx.post(f"{served.url}/api/chat", json={"graph": "weather", "message": "hi"})
+
+    assert (draining.status_code, draining.json()) == (
+        503,
+        {"status": "not_ready", "reason": "draining"},
+    )
+    assert alive.status_code == 200
+    assert (refused.status_code, refused.json()["code"]) == (503, "shutting_down")

@@ -1,0 +1,148 @@
+"""One way to keep secrets in: mask every configured secret, and any piece of one.
+
+A `Redactor` is built from the secrets a settings object holds (every `SecretStr`
+field, so a secret added later is covered without a change here). It masks any run of
+`MIN_FRAGMENT` or more characters of a secret, as written, URL-encoded or
+JSON-escaped: upstreams echo credentials whole, cut by a validator, or inside a
+quoted value. Every layer uses it: tool results before they enter the history, events
+before they are logged or sent, error bodies, thread views and every log record.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+from urllib.parse import quote
+
+from pydantic import BaseModel, SecretStr
+
+MASK = "***"
+MIN_FRAGMENT = 8
+# A secret shorter than a fragment is masked only where it appears whole, and only
+# from this length on: masking every "ab" would garble ordinary text.
+MIN_WHOLE = 4
+
+
+def secrets_of(settings: BaseModel) -> list[str]:
+    """The values of every `SecretStr` field of `settings` that is set."""
+    found: list[str] = []
+    for name in type(settings).model_fields:
+        value = getattr(settings, name, None)
+        if isinstance(value, SecretStr) and value.get_secret_value().strip():
+            found.append(value.get_secret_value())
+    return found
+
+
+def redactor_for(settings: BaseModel) -> Redactor:
+    """The (cached) redactor of the secrets `settings` hold."""
+    return _redactor(tuple(sorted(secrets_of(settings))))
+
+
+@lru_cache(maxsize=8)
+def _redactor(secrets: tuple[str, ...]) -> Redactor:
+    return Redactor(secrets)
+
+
+class Redactor:
+    """Masks `secrets` and their fragments in text; a no-op when there are none."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        forms: set[str] = set()
+        whole: set[str] = set()
+        for secret in secrets:
+            secret = secret.strip()
+            if len(secret) < MIN_WHOLE:
+                continue
+            variants = {secret, quote(secret, safe=""), json.dumps(secret)[1:-1]}
+            (forms if len(secret) >= MIN_FRAGMENT else whole).update(variants)
+        self._forms = sorted(forms, key=len, reverse=True)
+        grams = {form[i : i + MIN_FRAGMENT] for form in forms for i in range(len(form) - 7)}
+        needles = grams | whole
+        self._pattern = re.compile(_trie_pattern(needles)) if needles else None
+
+    def __bool__(self) -> bool:
+        return self._pattern is not None
+
+    def found(self, text: str) -> bool:
+        """Whether `text` holds a secret or a fragment of one (a cheap first check)."""
+        return self._pattern is not None and self._pattern.search(text) is not None
+
+    def __call__(self, text: str) -> str:
+        """`text` with every secret fragment replaced by MASK."""
+        if self._pattern is None or not text or self._pattern.search(text) is None:
+            return text
+        covered = bytearray(len(text))
+        for match in self._pattern.finditer(text):
+            start, end = match.span()
+            covered[start:end] = b"\x01" * (end - start)
+            self._extend(text, match.group(), start, end, covered)
+        out: list[str] = []
+        index = 0
+        while index < len(text):
+            if covered[index]:
+                while index < len(text) and covered[index]:
+                    index += 1
+                out.append(MASK)
+            else:
+                stop = covered.find(1, index)
+                stop = len(text) if stop == -1 else stop
+                out.append(text[index:stop])
+                index = stop
+        return "".join(out)
+
+    def _extend(self, text: str, piece: str, start: int, end: int, covered: bytearray) -> None:
+        """Mark the longest run around text[start:end] that continues a secret."""
+        for form in self._forms:
+            at = form.find(piece)
+            while at != -1:
+                left, f = start, at
+                while left > 0 and f > 0 and text[left - 1] == form[f - 1]:
+                    left, f = left - 1, f - 1
+                right, g = end, at + len(piece)
+                while right < len(text) and g < len(form) and text[right] == form[g]:
+                    right, g = right + 1, g + 1
+                covered[left:right] = b"\x01" * (right - left)
+                at = form.find(piece, at + 1)
+
+    def value(self, data: object) -> object:
+        """`data` (JSON-like: dicts, lists, strings) with every string redacted."""
+        if not self:
+            return data
+        if isinstance(data, str):
+            return self(data)
+        if isinstance(data, dict):
+            return {key: self.value(item) for key, item in data.items()}
+        if isinstance(data, list):
+            return [self.value(item) for item in data]
+        return data
+
+
+_Trie = dict[str, "_Trie"]
+
+
+def _trie_pattern(words: Iterable[str]) -> str:
+    """One regex matching any of `words`, shared prefixes factored out.
+
+    A flat alternation makes `re` try every word at every position; a trie tries one
+    branch per character, which keeps scanning each event cheap on the hot path.
+    """
+    trie: _Trie = {}
+    for word in words:
+        node = trie
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def pattern(node: _Trie) -> str:
+        ends = "" in node
+        children = sorted((char, child) for char, child in node.items() if char)
+        branches = [re.escape(char) + pattern(child) for char, child in children]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 and not ends else "(?:" + "|".join(branches) + ")"
+        # Longest match first: a word that ends here is tried after its longer siblings.
+        return body + ("?" if ends else "")
+
+    return pattern(trie)
