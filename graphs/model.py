@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
 import httpx
@@ -55,19 +55,44 @@ class ModelCallFailed(ModelError):
     """The model endpoint failed even after the bounded retries."""
 
 
+class ModelReplyUnreadable(ModelError):
+    """The endpoint answered 200 with something that is not a completion."""
+
+
+REPLY_UNREADABLE = (
+    "模型服务的回复无法解析（既不是补全结果，也不是事件流）："
+    "请检查 OPENAI_BASE_URL 是否指向兼容 OpenAI 的 /v1 接口"
+)
+
+
+def is_unreadable_reply(exc: ValueError) -> bool:
+    """Whether a ValueError from the model call means its answer could not be read.
+
+    The OpenAI client raises JSONDecodeError on a body that is not JSON; LangChain a
+    ValueError with this text when an event stream carried no completion at all.
+    """
+    return isinstance(exc, json.JSONDecodeError) or str(exc) == "No generations found in stream."
+
+
 class ModelOutputCut(ModelError):
     """The reply ended inside a tool call's arguments; the half call is not run."""
 
 
-def model_call_failed(exc: openai.APIError, *, retries: int) -> ModelCallFailed:
-    """A readable error for a failed model call (no request details, no secrets)."""
+def model_call_failed(
+    exc: openai.APIError, *, retries: int, redact: Callable[[str], str] = str
+) -> ModelCallFailed:
+    """A readable error for a failed model call (no request details, no secrets).
+
+    The provider's own message is kept, through `redact`: providers echo the key they
+    refused ("Incorrect API key provided: sk-...").
+    """
     if isinstance(exc, openai.APIStatusError):
         body: Any = exc.body if isinstance(exc.body, dict) else {}
         inner = body.get("error", body)
         reason = inner.get("message") if isinstance(inner, dict) else None
         detail = f"HTTP {exc.status_code}"
         if reason:
-            detail += f"（{reason}）"
+            detail += f"（{redact(str(reason))}）"
         if exc.status_code == 429 or exc.status_code >= 500:
             detail += f"，已重试 {retries} 次"
     elif isinstance(exc, openai.APITimeoutError):

@@ -15,12 +15,20 @@ from langgraph.graph.message import add_messages
 from langgraph.managed import RemainingSteps
 from langgraph.types import Send
 
-from graphs.model import model_call_failed, repair_misplaced_tool_calls, shared_model
+from graphs.model import (
+    REPLY_UNREADABLE,
+    ModelReplyUnreadable,
+    is_unreadable_reply,
+    model_call_failed,
+    repair_misplaced_tool_calls,
+    shared_model,
+)
 from graphs.settings import GraphSettings
 from graphs.text_mode import needs_retry, text_mode_model
 from graphs.tools_node import ToolTask, current_run, plan_tool_tasks, run_tool_task
 from prompts import load_prompts, render_prompt
 from tools.errors import ToolsetUnavailable
+from tools.secrets import redactor_for
 
 ToolsProvider = Callable[[], Awaitable[Sequence[BaseTool]]]
 
@@ -66,7 +74,13 @@ def build_react_graph(
         try:
             response = await model.ainvoke([system, *state["messages"]], config)
         except openai.APIError as exc:
-            raise model_call_failed(exc, retries=settings.openai_max_retries) from exc
+            raise model_call_failed(
+                exc, retries=settings.openai_max_retries, redact=redactor_for(settings)
+            ) from exc
+        except ValueError as exc:
+            if is_unreadable_reply(exc):
+                raise ModelReplyUnreadable(REPLY_UNREADABLE) from exc
+            raise
         assert isinstance(response, AIMessage)
         return {"messages": [repair_misplaced_tool_calls(response)]}
 

@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from graphs.settings import GraphSettings
 from tools.interrupts import CANCELLED_TEXT, Cancelled, ask, confirm_payload
 from tools.risk import risk_of
+from tools.secrets import redactor_for
 
 logger = logging.getLogger(__name__)
 
@@ -154,7 +155,25 @@ def _confirmed(tool: BaseTool, call: ToolCall) -> bool:
 async def run_tool_task(
     task: ToolTask, tools: Sequence[BaseTool], settings: GraphSettings, config: RunnableConfig
 ) -> dict[str, Any]:
-    """Run one call under the policy and return its single ToolMessage."""
+    """Run one call under the policy and return its single ToolMessage.
+
+    Its text has every configured secret masked before it enters the history: a tool's
+    upstream may echo a credential, and the history goes to the model, the thread view
+    and every client.
+    """
+    update = await _run_tool_task(task, tools, settings, config)
+    redact = redactor_for(settings)
+    if redact:
+        update["messages"] = [
+            message.model_copy(update={"content": redact.value(message.content)})
+            for message in update["messages"]
+        ]
+    return update
+
+
+async def _run_tool_task(
+    task: ToolTask, tools: Sequence[BaseTool], settings: GraphSettings, config: RunnableConfig
+) -> dict[str, Any]:
     call = task["call"]
     name = call["name"]
     if "refusal" in task:

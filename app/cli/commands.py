@@ -95,7 +95,7 @@ async def _converse(args: argparse.Namespace, settings: Settings) -> int:
     answers = _console()
     # Piped stdout carries the answer alone; everything else goes to stderr.
     status = answers if answers.is_terminal else _console(stderr=True)
-    renderer = Renderer(status, answers)
+    renderer = Renderer(status, answers, show_reasoning=not args.hide_reasoning)
     interactive = sys.stdin.isatty()
     command = CONTINUE.format(graph_id=args.graph)
     if args.server:

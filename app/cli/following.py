@@ -28,6 +28,12 @@ from ag_ui.core import (
     BaseEvent,
     Interrupt,
     Message,
+    ReasoningEndEvent,
+    ReasoningMessage,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    ReasoningStartEvent,
     RunErrorEvent,
     RunFinishedEvent,
     TextMessageContentEvent,
@@ -47,8 +53,18 @@ from app.core.errors import ServiceError
 
 logger = logging.getLogger(__name__)
 
+REASONING_SUFFIX: Final = ":reasoning"  # `<reply id>:reasoning[:<n>]`, the reply's reasoning
 STREAM_CUT: Final = "运行中断：事件流在结束前断开"
 CANNOT_STOP: Final = "无法停止运行：{message}"
+
+_REASONING_EVENTS = (
+    ReasoningStartEvent,
+    ReasoningMessageStartEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningEndEvent,
+)
+
 
 # `failed`: the request failed (refused, or the server could not be reached or read).
 Kind = Literal["done", "interrupted", "error", "failed", "stopped", "needs_answer"]
@@ -64,11 +80,13 @@ class Ending:
 
 @dataclass(frozen=True, slots=True)
 class Drawn:
-    """What a thread's history drew: assistant texts, tool calls, tool results (by id)."""
+    """What a thread's history drew: assistant texts, tool calls, tool results (by id),
+    and the replies whose reasoning it showed."""
 
     texts: frozenset[str] = frozenset()
     calls: frozenset[str] = frozenset()
     results: frozenset[str] = frozenset()
+    thoughts: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, messages: Sequence[Message]) -> Drawn:
@@ -77,6 +95,11 @@ class Drawn:
             texts=frozenset(m.id for m in assistants if m.content),
             calls=frozenset(call.id for m in assistants for call in m.tool_calls or ()),
             results=frozenset(m.tool_call_id for m in messages if isinstance(m, ToolMessage)),
+            thoughts=frozenset(
+                m.id.partition(REASONING_SUFFIX)[0]
+                for m in messages
+                if isinstance(m, ReasoningMessage)
+            ),
         )
 
     def covers(self, event: BaseEvent) -> bool:
@@ -84,6 +107,9 @@ class Drawn:
         if isinstance(event, TextMessageStartEvent | TextMessageContentEvent | TextMessageEndEvent):
             # A text after tool calls in the same reply is `<message id>:<n>`.
             return event.message_id.partition(":")[0] in self.texts
+        if isinstance(event, _REASONING_EVENTS):
+            # The history shows a reply's reasoning whole, its parts (`:reasoning:2`) too.
+            return event.message_id.partition(REASONING_SUFFIX)[0] in self.thoughts
         if isinstance(event, ToolCallStartEvent | ToolCallArgsEvent):
             return event.tool_call_id in self.calls
         if isinstance(event, ToolCallEndEvent | ToolCallResultEvent):

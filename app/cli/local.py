@@ -134,6 +134,9 @@ class LocalJoin:
 
 @asynccontextmanager
 async def open_local(graph_id: str, settings: Settings) -> AsyncIterator[LocalAgent]:
-    """Agent `graph_id` on the store at `settings.agent_db` (opened for the block)."""
-    async with open_service(settings, only=graph_id) as service:
+    """Agent `graph_id` on the store at `settings.agent_db` (opened for the block).
+
+    A run still going when the block ends is cancelled: nobody is left to see it.
+    """
+    async with open_service(settings, only=graph_id, cancel_on_close=True) as service:
         yield LocalAgent(graph_id, service)

@@ -8,6 +8,10 @@ On a terminal, assistant text streams into a live view that shows the tail of th
 rendered Markdown (so it never outgrows the screen); at the end of the message the
 live view is replaced by the full Markdown. Elsewhere (a pipe, a file) the text is
 written as it arrives, unrendered, which is what scripts want.
+
+A reply's reasoning (REASONING_* events, a thread's reasoning messages) is drawn
+dimmed before what it led to, live the same way, and always on the status console:
+piped stdout carries the answer alone. `show_reasoning=False` leaves it out.
 """
 
 from __future__ import annotations
@@ -21,6 +25,10 @@ from ag_ui.core import (
     AssistantMessage,
     BaseEvent,
     Message,
+    ReasoningMessage,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
     RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
@@ -34,9 +42,10 @@ from ag_ui.core import (
     ToolMessage,
     UserMessage,
 )
-from rich.console import Console, ConsoleOptions, RenderResult
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
 from rich.markdown import Markdown
+from rich.padding import Padding
 from rich.segment import Segment
 from rich.spinner import Spinner
 from rich.text import Text
@@ -47,6 +56,8 @@ STOPPED: Final = "已停止"
 ERROR_LINE: Final = "错误：{message}"
 USER_PREFIX: Final = "你> "
 HISTORY_RULE: Final = "以上是历史记录"
+REASONING_TITLE: Final = "思考过程"
+REASONING_STYLE: Final = "dim"
 EARLIER_OMITTED: Final = "（省略了更早的 {count} 条消息）"
 
 ASK_TOOL_PREFIX: Final = "ask_"
@@ -61,18 +72,26 @@ class _Call:
 
 
 class _Tail:
-    """The last screenful of `markdown` rendered, so a live view fits on the screen."""
+    """The last screenful of `renderable` rendered, so a live view fits on the screen."""
 
-    def __init__(self, markdown: str) -> None:
-        self.markdown = markdown
+    def __init__(self, renderable: RenderableType) -> None:
+        self.renderable = renderable
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        lines = console.render_lines(Markdown(self.markdown), options.reset_height(), pad=False)
+        lines = console.render_lines(self.renderable, options.reset_height(), pad=False)
         keep = max(1, console.size.height - 2)
         for index, line in enumerate(lines[-keep:]):
             if index:
                 yield Segment.line()
             yield from line
+
+
+def thought(text: str) -> Group:
+    """A reply's reasoning as drawn: its title, then its text indented, all dimmed."""
+    return Group(
+        Text(REASONING_TITLE, style=REASONING_STYLE),
+        Padding(Text(text.strip("\n"), style=REASONING_STYLE), (0, 0, 0, 2), expand=False),
+    )
 
 
 def args_summary(arguments: str) -> str:
@@ -116,11 +135,15 @@ class Renderer:
     stderr console as `console` so stdout carries the assistant's text alone.
     """
 
-    def __init__(self, console: Console, answers: Console | None = None) -> None:
+    def __init__(
+        self, console: Console, answers: Console | None = None, *, show_reasoning: bool = True
+    ) -> None:
         self.console = console
         self.answers = answers or console
+        self.show_reasoning = show_reasoning
         self._live: Live | None = None
         self._text: list[str] = []
+        self._thought: list[str] | None = None  # the reasoning being streamed, if any
         self._calls: dict[str, _Call] = {}
         self._running: list[str] = []
 
@@ -142,10 +165,16 @@ class Renderer:
         """Draw one event of a run."""
         if isinstance(event, TextMessageContentEvent):
             self._text_delta(event.delta)
+        elif isinstance(event, ReasoningMessageContentEvent):
+            self._thought_delta(event.delta)
         elif isinstance(event, ToolCallArgsEvent):
             call = self._calls.get(event.tool_call_id)
             if call is not None:
                 call.args.append(event.delta)
+        elif isinstance(event, ReasoningMessageStartEvent):
+            self._thought_start()
+        elif isinstance(event, ReasoningMessageEndEvent):
+            self._thought_end()
         elif isinstance(event, TextMessageStartEvent):
             self._text_start()
         elif isinstance(event, TextMessageEndEvent):
@@ -167,6 +196,8 @@ class Renderer:
 
     def close(self) -> None:
         """End whatever is live (a half-streamed text is kept as it stands)."""
+        if self._thought is not None:
+            self._thought_end(resume_spinner=False)
         if self._text:
             self._text_end()
         self._stop_live()
@@ -211,6 +242,9 @@ class Renderer:
             if isinstance(message, UserMessage):
                 content = message.content if isinstance(message.content, str) else ""
                 self.console.print(Text(USER_PREFIX + content, style="bold"))
+            elif isinstance(message, ReasoningMessage):
+                if self.show_reasoning and message.content:
+                    self.console.print(thought(message.content))
             elif isinstance(message, AssistantMessage):
                 if message.content:
                     self._print_markdown(message.content)
@@ -219,6 +253,37 @@ class Renderer:
                 call = calls.get(message.tool_call_id) or _Call("tool")
                 self._summary(call, content, failed=did_fail(message.metadata, message.error))
         self.console.rule(Text(HISTORY_RULE, style="dim"), style="dim")
+
+    # --- reasoning -------------------------------------------------------------------
+
+    def _thought_start(self) -> None:
+        if self.show_reasoning:
+            self._thought = []
+
+    def _thought_delta(self, delta: str) -> None:
+        if not self.show_reasoning:
+            return  # the thinking spinner stays
+        if self._thought is None:
+            self._thought = []
+        if not self._thought and self._live is not None:
+            self._stop_live()  # the thinking spinner gives way to the thought
+        self._thought.append(delta)
+        if self._animated:
+            view = _Tail(thought("".join(self._thought)))
+            if self._live is None:
+                self._start_live(view)
+            else:
+                self._live.update(view)
+
+    def _thought_end(self, *, resume_spinner: bool = True) -> None:
+        if not self.show_reasoning:
+            return
+        text, self._thought = "".join(self._thought or ()), None
+        self._stop_live()
+        if text.strip():
+            self.console.print(thought(text))
+        if resume_spinner:
+            self._spin(THINKING)  # the answer or the tool calls come next
 
     # --- text ------------------------------------------------------------------------
 
@@ -231,7 +296,7 @@ class Renderer:
             self._stop_live()  # the thinking spinner gives way to the text
         self._text.append(delta)
         if self._live_text:
-            markdown = "".join(self._text)
+            markdown = Markdown("".join(self._text))
             if self._live is None:
                 self._start_live(_Tail(markdown))
             else:

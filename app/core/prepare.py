@@ -42,8 +42,11 @@ NO_NEW_MESSAGE = "no new user message to run (every user message is already in t
 NOT_TEXT = "message {message_id!r}: only text content is supported"
 MESSAGE_TOO_LARGE = "message {message_id!r} is {size} bytes; the limit is {limit}"
 
-# What the model reads for a tool call whose run was stopped before it answered.
+# What the model reads for a tool call whose run ended before it answered: stopped by
+# the user (written when the cancel lands), or ended otherwise (a crash, a failure:
+# found by the next run).
 CALL_ABANDONED = "该工具调用未执行：上一轮运行已被用户中止。"
+CALL_INTERRUPTED = "该工具调用没有完成：上一轮运行意外中断，结果未知。"
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +118,7 @@ async def prepare_run(
         raise Invalid("duplicate_message", DUPLICATE_MESSAGE.format(ids=", ".join(twice)))
     if not new:
         raise Invalid("no_new_message", NO_NEW_MESSAGE)
-    added = [*abandoned_calls(history), *new]
+    added = [*abandoned_calls(history, CALL_INTERRUPTED), *new]
     known = frozenset(seen | {message.id for message in added if message.id})
     return PreparedRun(thread_id, {"messages": added}, config, known, start)
 
@@ -166,7 +169,7 @@ def _human(message: UserMessage, max_bytes: int) -> HumanMessage:
     return HumanMessage(content=text, id=message.id)
 
 
-def abandoned_calls(history: Sequence[AnyMessage]) -> list[ToolMessage]:
+def abandoned_calls(history: Sequence[AnyMessage], text: str) -> list[ToolMessage]:
     """Results for the tool calls a stopped run left unanswered.
 
     Providers reject a history where an assistant's tool call has no tool message,
@@ -181,7 +184,7 @@ def abandoned_calls(history: Sequence[AnyMessage]) -> list[ToolMessage]:
                 if isinstance(later, ToolMessage)
             }
             return [
-                tool_reply(call, CALL_ABANDONED, "abandoned")
+                tool_reply(call, text, "abandoned")
                 for call in message.tool_calls
                 if call["id"] not in answered
             ]

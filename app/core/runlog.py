@@ -4,11 +4,14 @@
 is pending (of every run) in one transaction, then marks it durable. Readers
 (`LiveLog.follow`) only ever see durable events: a crash can lose events that no
 client has seen, never one that a client has, so ids stay unique across a restart.
+Every event has its secrets masked before it is numbered: what the log holds is what
+any client (SSE, the terminal, a rejoin) may see.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
@@ -18,6 +21,7 @@ from ag_ui.core import BaseEvent, Event, EventType
 from pydantic import TypeAdapter
 
 from app.core.runs import Ending, RunStore
+from tools.secrets import Redactor
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +57,16 @@ class Entry:
 class LiveLog:
     """The events of one run this process executes, after the `base` already stored."""
 
-    def __init__(self, thread_id: str, run_id: str, writer: LogWriter, *, base: int = 0) -> None:
+    def __init__(
+        self,
+        thread_id: str,
+        run_id: str,
+        writer: LogWriter,
+        *,
+        base: int = 0,
+        redact: Redactor | None = None,
+    ) -> None:
+        self._redact = redact or Redactor(())
         self.thread_id = thread_id
         self.run_id = run_id
         self.base = base
@@ -68,8 +81,13 @@ class LiveLog:
         return self.base + len(self.entries)
 
     def emit(self, event: BaseEvent) -> int:
-        """Number `event` and queue it for writing; return its sequence number."""
-        entry = Entry(self.last + 1, encode(event), event)
+        """Number `event` (its secrets masked) and queue it for writing; return its number."""
+        data = encode(event)
+        if self._redact.found(data):  # rare: an upstream echoed a secret
+            clean = self._redact.value(event.model_dump(mode="json", by_alias=True))
+            event = decode(json.dumps(clean, ensure_ascii=False))
+            data = encode(event)
+        entry = Entry(self.last + 1, data, event)
         self.entries.append(entry)
         self._writer.add(self, entry)
         return entry.seq

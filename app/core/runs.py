@@ -8,15 +8,17 @@ connection to the database file (WAL lets it write beside the checkpointer).
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator, Iterable, Sequence
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-import aiosqlite
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 from pydantic.alias_generators import to_camel
 
@@ -123,140 +125,199 @@ def _stored(row: Sequence[Any]) -> StoredRun:
 
 
 class RunStore:
-    """The run table and the event log on one SQLite connection."""
+    """The run table and the event log on one SQLite connection, owned by one thread.
 
-    def __init__(self, conn: aiosqlite.Connection) -> None:
+    Every operation is one hop to that thread, a write one whole transaction there:
+    the event log is on the hot path, and a hop per statement would cost more than the
+    statements.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, pool: ThreadPoolExecutor) -> None:
         self._conn = conn
+        self._pool = pool
 
     async def setup(self) -> None:
-        await self._conn.executescript(_SCHEMA)
-        await self._conn.commit()
+        await self._call(self._conn.executescript, _SCHEMA)
 
     async def create(self, stored: StoredRun) -> bool:
         """Insert a new run; False when the thread already has this run id."""
         record = stored.record
-        cursor = await self._conn.execute(
-            f"INSERT OR IGNORE INTO agent_runs ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        count = await self._write(
             (
-                record.thread_id,
-                record.run_id,
-                record.graph,
-                record.status,
-                record.created_at,
-                None,
-                None,
-                None,
-                stored.owner,
-                json.dumps(stored.request, ensure_ascii=False),
-                stored.checkpoint_before,
-            ),
+                f"INSERT OR IGNORE INTO agent_runs ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    record.thread_id,
+                    record.run_id,
+                    record.graph,
+                    record.status,
+                    record.created_at,
+                    None,
+                    None,
+                    None,
+                    stored.owner,
+                    json.dumps(stored.request, ensure_ascii=False),
+                    stored.checkpoint_before,
+                ),
+            )
         )
-        await self._conn.commit()
-        return cursor.rowcount == 1
+        return count == 1
 
     async def started(
         self, thread_id: str, run_id: str, *, owner: str, checkpoint_before: str | None
     ) -> None:
         """The run is `running` under `owner`, from the checkpoint it found."""
-        await self._conn.execute(
-            "UPDATE agent_runs SET status='running', owner=?, checkpoint_before=?"
-            " WHERE thread_id=? AND run_id=?",
-            (owner, checkpoint_before, thread_id, run_id),
+        await self._write(
+            (
+                "UPDATE agent_runs SET status='running', owner=?, checkpoint_before=?"
+                " WHERE thread_id=? AND run_id=?",
+                (owner, checkpoint_before, thread_id, run_id),
+            )
         )
-        await self._conn.commit()
 
     async def claim(self, thread_id: str, run_id: str, owner: str) -> None:
         """Take over a run another process left active."""
-        await self._conn.execute(
-            "UPDATE agent_runs SET owner=? WHERE thread_id=? AND run_id=?",
-            (owner, thread_id, run_id),
+        await self._write(
+            (
+                "UPDATE agent_runs SET owner=? WHERE thread_id=? AND run_id=?",
+                (owner, thread_id, run_id),
+            )
         )
-        await self._conn.commit()
 
     async def get(self, thread_id: str, run_id: str) -> StoredRun | None:
-        cursor = await self._conn.execute(
+        rows = await self._read(
             f"SELECT {_COLUMNS} FROM agent_runs WHERE thread_id=? AND run_id=?",
             (thread_id, run_id),
         )
-        row = await cursor.fetchone()
-        return None if row is None else _stored(row)
+        return _stored(rows[0]) if rows else None
 
     async def of_thread(self, thread_id: str) -> list[RunRecord]:
         """The thread's runs, newest first."""
-        cursor = await self._conn.execute(
+        rows = await self._read(
             f"SELECT {_COLUMNS} FROM agent_runs WHERE thread_id=?"
             " ORDER BY created_at DESC, rowid DESC",
             (thread_id,),
         )
-        return [_stored(row).record for row in await cursor.fetchall()]
+        return [_stored(row).record for row in rows]
 
     async def active(self) -> list[StoredRun]:
         """Every run left `queued` or `running`, oldest first."""
-        cursor = await self._conn.execute(
+        rows = await self._read(
             f"SELECT {_COLUMNS} FROM agent_runs WHERE status IN ('queued', 'running')"
-            " ORDER BY created_at, rowid"
+            " ORDER BY created_at, rowid",
+            (),
         )
-        return [_stored(row) for row in await cursor.fetchall()]
+        return [_stored(row) for row in rows]
 
     async def write(
         self, events: Iterable[tuple[str, str, int, str]], endings: Iterable[Ending] = ()
     ) -> None:
         """Add `(thread_id, run_id, seq, data)` events to the log and record run endings,
         in one transaction."""
-        await self._conn.executemany(
-            "INSERT OR IGNORE INTO agent_run_events (thread_id, run_id, seq, data)"
-            " VALUES (?,?,?,?)",
-            events,
+        await self._write(
+            (
+                "INSERT OR IGNORE INTO agent_run_events (thread_id, run_id, seq, data)"
+                " VALUES (?,?,?,?)",
+                list(events),
+            ),
+            (
+                "UPDATE agent_runs SET status=?, finished_at=?, error_code=?, error_message=?"
+                " WHERE thread_id=? AND run_id=?",
+                [
+                    (
+                        end.status,
+                        end.finished_at,
+                        end.error.code if end.error else None,
+                        end.error.message if end.error else None,
+                        end.thread_id,
+                        end.run_id,
+                    )
+                    for end in endings
+                ],
+            ),
         )
-        await self._conn.executemany(
-            "UPDATE agent_runs SET status=?, finished_at=?, error_code=?, error_message=?"
-            " WHERE thread_id=? AND run_id=?",
-            [
-                (
-                    end.status,
-                    end.finished_at,
-                    end.error.code if end.error else None,
-                    end.error.message if end.error else None,
-                    end.thread_id,
-                    end.run_id,
-                )
-                for end in endings
-            ],
-        )
-        await self._conn.commit()
 
     async def events(self, thread_id: str, run_id: str, after: int = 0) -> list[tuple[int, str]]:
         """The run's logged events after sequence number `after`, in order."""
-        cursor = await self._conn.execute(
+        rows = await self._read(
             "SELECT seq, data FROM agent_run_events WHERE thread_id=? AND run_id=? AND seq>?"
             " ORDER BY seq",
             (thread_id, run_id, after),
         )
-        return [(seq, data) for seq, data in await cursor.fetchall()]
+        return [(seq, data) for seq, data in rows]
 
     async def expire(self, finished_before: float) -> None:
         """Drop the event logs of runs that finished before `finished_before`."""
-        await self._conn.execute(
-            "DELETE FROM agent_run_events WHERE (thread_id, run_id) IN (SELECT thread_id, run_id"
-            " FROM agent_runs WHERE finished_at IS NOT NULL AND finished_at < ?)",
-            (finished_before,),
+        await self._write(
+            (
+                "DELETE FROM agent_run_events WHERE (thread_id, run_id) IN (SELECT thread_id,"
+                " run_id FROM agent_runs WHERE finished_at IS NOT NULL AND finished_at < ?)",
+                (finished_before,),
+            )
         )
-        await self._conn.commit()
 
     async def forget_thread(self, thread_id: str) -> None:
-        await self._conn.execute("DELETE FROM agent_run_events WHERE thread_id=?", (thread_id,))
-        await self._conn.execute("DELETE FROM agent_runs WHERE thread_id=?", (thread_id,))
-        await self._conn.commit()
+        await self._write(
+            ("DELETE FROM agent_run_events WHERE thread_id=?", (thread_id,)),
+            ("DELETE FROM agent_runs WHERE thread_id=?", (thread_id,)),
+        )
+
+    async def _write(self, *steps: tuple[str, Any]) -> int:
+        """Run `(sql, params)` steps (params: a tuple, or a list of them for many rows) in
+        one transaction; return the last step's row count.
+
+        IMMEDIATE takes the write lock first, so a busy database (the checkpointer writes
+        the same file) is waited for rather than failing half-way. A cancelled caller
+        does not stop it: the thread finishes the transaction.
+        """
+        count: int = await self._call(self._transaction, steps)
+        return count
+
+    async def _read(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        rows: list[Any] = await self._call(self._fetch, sql, params)
+        return rows
+
+    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    def _transaction(self, steps: Sequence[tuple[str, Any]]) -> int:
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            count = 0
+            for sql, params in steps:
+                many = isinstance(params, list)
+                cursor = conn.executemany(sql, params) if many else conn.execute(sql, params)
+                count = cursor.rowcount
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return count
+
+    def _fetch(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        return self._conn.execute(sql, params).fetchall()
 
 
 @asynccontextmanager
 async def open_run_store(path: Path) -> AsyncIterator[RunStore]:
     """The run store on the database file at `path` (created if needed)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    # The checkpointer writes to the same file; wait for its lock rather than fail.
-    async with aiosqlite.connect(path, timeout=30.0) as conn:
-        await conn.execute("PRAGMA journal_mode=WAL")
-        await conn.execute("PRAGMA synchronous=NORMAL")
-        store = RunStore(conn)
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="run-store")
+    loop = asyncio.get_running_loop()
+
+    def connect() -> sqlite3.Connection:
+        # Autocommit (transactions are explicit); wait for the checkpointer's lock
+        # rather than fail.
+        conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        return conn
+
+    conn = await loop.run_in_executor(pool, connect)
+    try:
+        store = RunStore(conn, pool)
         await store.setup()
         yield store
+    finally:
+        await loop.run_in_executor(pool, conn.close)
+        pool.shutdown(wait=True)

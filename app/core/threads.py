@@ -16,6 +16,7 @@ from ag_ui.core import (
     FunctionCall,
     Interrupt,
     Message,
+    ReasoningMessage,
     ToolCall,
     UserMessage,
 )
@@ -29,10 +30,14 @@ from langgraph.types import StateSnapshot
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
+from graphs.provider_quirks import reasoning_of
+from graphs.text_mode import FORMAT_ERROR_KEY
 from graphs.tools_node import outcome_of
 from tools.interrupts import response_schema
 
 GRAPH_KEY = "graph_id"
+# The run that wrote a checkpoint (in its metadata): recovery resumes only its own.
+RUN_KEY = "agent_run_id"
 # Marks, in response_metadata and in the AG-UI message's metadata, a reply cut short by a stop.
 STOPPED_KEY = "stopped"
 
@@ -141,7 +146,9 @@ def to_agui_messages(messages: Sequence[AnyMessage]) -> list[Message]:
     """LangChain messages as AG-UI messages: the one converter from graph state.
 
     A tool message carries its outcome in `metadata`, and a failed one its text in
-    `error` too, so clients read failure from data, not from the text.
+    `error` too, so clients read failure from data, not from the text. A reply's
+    reasoning comes first as a ReasoningMessage (`<reply id>:reasoning`, the id its
+    events used); a text-mode reply that did not parse shows only its reasoning.
     """
     result: list[Message] = []
     for message in messages:
@@ -149,6 +156,11 @@ def to_agui_messages(messages: Sequence[AnyMessage]) -> list[Message]:
         if isinstance(message, HumanMessage):
             result.append(UserMessage(id=message_id, content=text_of(message.content)))
         elif isinstance(message, AIMessage):
+            thought = reasoning_of(message.additional_kwargs or {})
+            if thought:
+                result.append(ReasoningMessage(id=f"{message_id}:reasoning", content=thought))
+            if (message.response_metadata or {}).get(FORMAT_ERROR_KEY):
+                continue  # the model's broken format is for the model, not the user
             calls = [
                 ToolCall(
                     id=call["id"] or "",

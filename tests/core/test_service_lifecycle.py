@@ -7,13 +7,18 @@ uses.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+
 import pytest
 from ag_ui.core import RunErrorEvent, RunFinishedEvent, UserMessage
 
 from app.core.errors import Unavailable
+from app.core.prepare import CALL_INTERRUPTED
 from app.core.service import open_service
 from app.settings import Settings
-from tests.doubles.llm import ScriptedLLM, hang, text
+from tests.doubles.llm import ScriptedLLM, hang, text, tool_call
+from tests.doubles.open_meteo import FakeOpenMeteo
 
 
 def _message(text_: str) -> list[UserMessage]:
@@ -77,3 +82,69 @@ async def test_closing_the_service_leaves_a_long_run_active_for_the_next_start(
     assert not any(isinstance(event, RunErrorEvent) for event in events)
     assert record.status == "success"
     assert view.messages[-1].content == "好了。"
+
+
+async def test_a_left_run_is_not_resumed_once_other_runs_have_moved_its_thread_on(
+    llm: ScriptedLLM,
+) -> None:
+    llm.script(hang(30, partial="我"))
+    settings = Settings(agent_shutdown_grace_s=0.1)
+    async with open_service(settings, only="weather") as service:
+        run = await service.start_run(
+            "weather", thread_id="t4", run_id="old", messages=_message("旧问题")
+        )
+        async for event in run.events():
+            if event.type == "TEXT_MESSAGE_CONTENT":
+                break
+    llm.reset()
+    llm.script(text("新回答。"))
+    async with open_service(settings, only="weather") as service:
+        newer = await service.start_run(
+            "weather", thread_id="t4", run_id="new", messages=_message("新问题")
+        )
+        assert (await newer.result()).error is None
+
+    async with open_service(settings, only="weather", recover=True) as service:
+        events = [entry.typed() async for entry in await service.join("t4", "old")]
+        old = await service.run_record("t4", "old")
+        view = await service.thread("t4")
+
+    assert isinstance(events[-1], RunErrorEvent)
+    assert events[-1].code == "not_resumable"
+    assert (old.status, old.error and old.error.code) == ("error", "not_resumable")
+    assert view.messages[-1].content == "新回答。"
+    assert len(llm.requests) == 1  # the new run's; the old one asked nothing more
+
+
+async def test_a_call_left_by_a_run_that_ended_unexpectedly_is_not_blamed_on_the_user(
+    llm: ScriptedLLM, meteo: FakeOpenMeteo
+) -> None:
+    meteo.hang_forecast(30)
+    llm.script(tool_call("get_weather", {"location": "北京"}))
+    settings = Settings(agent_shutdown_grace_s=0.1)
+    async with open_service(settings, only="weather") as service:
+        run = await service.start_run(
+            "weather", thread_id="t5", run_id="old", messages=_message("北京天气")
+        )
+        async for event in run.events():
+            if event.type == "TOOL_CALL_END":
+                break
+        await _until(lambda: meteo.forecast_requests)  # the tool waits on the forecast now
+    meteo.reset()
+    llm.script(text("好的。"))
+    async with open_service(settings, only="weather") as service:  # no recovery here
+        newer = await service.start_run(
+            "weather", thread_id="t5", run_id="new", messages=_message("算了")
+        )
+        assert (await newer.result()).error is None
+
+    [tool] = [m for m in llm.last_request["messages"] if m["role"] == "tool"]
+    assert tool["content"] == CALL_INTERRUPTED
+    assert "用户" not in tool["content"]
+
+
+async def _until(check: Callable[[], object]) -> None:
+    """Poll `check` (state another thread records: nothing to await) with a deadline."""
+    async with asyncio.timeout(10):
+        while not check():  # noqa: ASYNC110 - the double records requests on its own thread
+            await asyncio.sleep(0.02)

@@ -85,6 +85,11 @@ class Turn:
     requires_reasoning_echo: bool = False
     # Cut the content at the request's first `stop` sequence (the default ignores stop).
     honor_stop: bool = False
+    # A 200 whose body is not what was asked for (an HTML error page from a proxy).
+    garbage: str = ""
+    # An error turn's message, made at request time from the Authorization header the
+    # request carried (a provider echoing the key it refused); None: `error_body` as is.
+    echo: Callable[[str], str] | None = None
 
 
 # How a turn's tool-call deltas are shaped:
@@ -165,9 +170,17 @@ def tool_calls(
 
 
 def error(
-    status: int, body: dict[str, Any] | None = None, *, retry_after_s: float | None = 0.01
+    status: int,
+    body: dict[str, Any] | None = None,
+    *,
+    retry_after_s: float | None = 0.01,
+    echo: Callable[[str], str] | None = None,
 ) -> Turn:
-    """An HTTP error with OpenAI's error JSON (a short `retry-after-ms` keeps retries fast)."""
+    """An HTTP error with OpenAI's error JSON (a short `retry-after-ms` keeps retries fast).
+
+    With `echo`, the message is `echo(<the request's Authorization header>)`, as a
+    provider answering "Incorrect API key provided: sk-..." writes it.
+    """
     if body is None:
         kind = {
             400: "invalid_request_error",
@@ -182,7 +195,7 @@ def error(
                 "code": kind,
             }
         }
-    return Turn(status=status, error_body=body, retry_after_s=retry_after_s)
+    return Turn(status=status, error_body=body, retry_after_s=retry_after_s, echo=echo)
 
 
 def hang(seconds: float = 60.0, *, partial: str = "") -> Turn:
@@ -191,6 +204,11 @@ def hang(seconds: float = 60.0, *, partial: str = "") -> Turn:
     Streaming: the role chunk and `partial` text are sent first, then the stream stalls.
     """
     return Turn(content=partial, hang_s=seconds)
+
+
+def garbage(body: str = "<html><body>502 Bad Gateway</body></html>") -> Turn:
+    """A 200 answer with a body that is neither a completion nor an event stream."""
+    return Turn(garbage=body)
 
 
 def reasoning(thought: str, then: Turn) -> Turn:
@@ -374,7 +392,12 @@ class ScriptedLLM(ServedDouble):
         if turn.requires_reasoning_echo:
             turn = _check_reasoning_echo(turn, body)
         if turn.status != 200:
+            if turn.echo is not None:
+                turn = _echoed(turn, request.headers.get("authorization", ""))
             return _error_response(turn)
+        if turn.garbage:
+            kind = "text/event-stream" if body.get("stream") else "application/json"
+            return Response(turn.garbage, media_type=kind)
         if turn.honor_stop:
             turn = _apply_stop(turn, body.get("stop"))
         reply = _Reply(turn, model=str(body.get("model") or "test-model"), n=n)
@@ -610,6 +633,19 @@ def _error_body(message: str, kind: str = "server_error") -> dict[str, Any]:
 def _out_of_script(n: int) -> Turn:
     # A missing turn must fail loudly at once, not after the client's retries.
     return Turn(status=500, error_body=_error_body(OUT_OF_SCRIPT.format(n=n)), should_retry=False)
+
+
+def _echoed(turn: Turn, authorization: str) -> Turn:
+    """`turn` with its error message made by `turn.echo` from the Authorization header."""
+    assert turn.echo is not None
+    body = dict(turn.error_body or _error_body(""))
+    inner = body.get("error")
+    message = turn.echo(authorization)
+    if isinstance(inner, dict):
+        body["error"] = {**inner, "message": message}
+    else:
+        body["message"] = message
+    return replace(turn, error_body=body)
 
 
 def _error_response(turn: Turn) -> Response:

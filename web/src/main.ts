@@ -234,6 +234,10 @@ function renderHistory(messages: Message[], settle = true): void {
   for (const message of messages) {
     if (message.role === "user") {
       view.addUser(textOf(message.content), message.id);
+    } else if (message.role === "reasoning") {
+      // Folded above the reply it led to (the server sends it just before that reply).
+      const thought = textOf(message.content);
+      if (thought) view.reasoning(message.id).set(thought);
     } else if (message.role === "assistant") {
       const text = textOf(message.content);
       if (text) view.assistant(message.id).set(text);
@@ -555,6 +559,18 @@ function subscriber(live: LiveRun, batch: InterruptControl[]): AgentSubscriber {
     onStepStartedEvent({ event }) {
       if (mine() && !live.stopping) setProgress(STEP_TEXT[event.stepName] ?? `正在执行 ${event.stepName}…`);
     },
+    onReasoningMessageStartEvent({ event }) {
+      if (!mine()) return;
+      // Replayed after a reload, like the text: rebuilt in its place, not repeated.
+      view.reasoning(event.messageId).restart();
+      if (!live.stopping) setProgress("正在思考…");
+    },
+    onReasoningMessageContentEvent({ event }) {
+      if (mine()) view.reasoning(event.messageId).append(event.delta);
+    },
+    onReasoningMessageEndEvent({ event }) {
+      if (mine()) view.reasoning(event.messageId).finish();
+    },
     onTextMessageStartEvent({ event }) {
       if (!mine()) return;
       // A joined run replays from its start: text the history showed is rebuilt, not repeated.
@@ -613,6 +629,7 @@ function finish(live: LiveRun): void {
   for (const card of document.querySelectorAll(".msg-assistant.streaming")) {
     card.classList.remove("streaming");
   }
+  view.settleReasoning();
   if (live.cancelled) {
     view.settleTools("stopped");
     if (!live.quiet) view.notice("info", "已停止本次运行。可以继续发送新消息。");

@@ -225,6 +225,92 @@ export class AssistantText {
   }
 }
 
+/** A reply's reasoning (思考过程): folded by default, streamed live, plain text. */
+export class ReasoningBlock {
+  readonly el: HTMLDetailsElement;
+  private readonly body: HTMLElement;
+  private readonly stateEl: HTMLElement;
+  private readonly preview: HTMLElement;
+  private text = "";
+  private scheduled = 0;
+
+  constructor(readonly id: string) {
+    this.body = h("div", { class: "reasoning-body" });
+    this.stateEl = h("span", { class: "reasoning-state" });
+    this.preview = h("span", { class: "reasoning-preview" });
+    this.el = h(
+      "details",
+      { class: "reasoning", attrs: { "data-message-id": id } },
+      h(
+        "summary",
+        { class: "reasoning-head" },
+        h("span", { class: "reasoning-icon", attrs: { "aria-hidden": "true" } }),
+        h("span", { class: "reasoning-title", text: "思考过程" }),
+        this.stateEl,
+        h("span", { class: "reasoning-chevron", attrs: { "aria-hidden": "true" } }),
+        this.preview,
+      ),
+      this.body,
+    );
+    this.setStreaming(false);
+  }
+
+  /** Start over (a replayed run rebuilds what the history showed) and stream. */
+  restart(): void {
+    this.text = "";
+    this.render();
+    this.setStreaming(true);
+  }
+
+  append(delta: string): void {
+    this.text += delta;
+    if (!this.streaming) this.setStreaming(true);
+    // At most once a frame, like the answer: a long thought streams many deltas.
+    if (!this.scheduled) {
+      this.scheduled = requestAnimationFrame(() => {
+        this.scheduled = 0;
+        this.render();
+      });
+    }
+  }
+
+  set(text: string): void {
+    this.text = text;
+    this.finish();
+  }
+
+  finish(): void {
+    if (this.scheduled) cancelAnimationFrame(this.scheduled);
+    this.scheduled = 0;
+    this.render();
+    this.setStreaming(false);
+  }
+
+  get streaming(): boolean {
+    return this.el.dataset.state === "streaming";
+  }
+
+  private setStreaming(streaming: boolean): void {
+    this.el.dataset.state = streaming ? "streaming" : "done";
+    this.el.classList.toggle("streaming", streaming);
+    this.el.setAttribute("aria-busy", streaming ? "true" : "false");
+    this.stateEl.textContent = streaming ? "思考中" : "";
+    this.stateEl.hidden = !streaming;
+    this.renderPreview();
+  }
+
+  private render(): void {
+    this.body.textContent = this.text;
+    this.renderPreview();
+  }
+
+  private renderPreview(): void {
+    // Folded while it streams: its newest words show it is under way.
+    const lines = this.text.trim().split("\n");
+    this.preview.textContent = this.streaming ? oneLine(lines[lines.length - 1] ?? "", 120) : "";
+  }
+}
+
 export interface NoticeAction {
   label: string;
   run: () => void;
@@ -233,6 +319,7 @@ export interface NoticeAction {
 export class ConversationView {
   private readonly texts = new Map<string, AssistantText>();
   private readonly tools = new Map<string, ToolCard>();
+  private readonly thoughts = new Map<string, ReasoningBlock>();
 
   // Follow new content while the reader is at the bottom; leave them be once they scroll up.
   private stuck = true;
@@ -252,11 +339,12 @@ export class ConversationView {
   clear(): void {
     this.texts.clear();
     this.tools.clear();
+    this.thoughts.clear();
     this.list.replaceChildren();
   }
 
   get isEmpty(): boolean {
-    return this.list.querySelector(".msg, .tool, .interrupt, .notice") === null;
+    return this.list.querySelector(".msg, .tool, .reasoning, .interrupt, .notice") === null;
   }
 
   showWelcome(graph: GraphInfo | undefined, onPick: (text: string) => void): void {
@@ -309,6 +397,22 @@ export class ConversationView {
       this.add(block.el);
     }
     return block;
+  }
+
+  /** The reasoning block `id` (`<reply id>:reasoning`), added where the list ends. */
+  reasoning(id: string): ReasoningBlock {
+    let block = this.thoughts.get(id);
+    if (!block) {
+      block = new ReasoningBlock(id);
+      this.thoughts.set(id, block);
+      this.add(block.el);
+    }
+    return block;
+  }
+
+  /** Reasoning a stopped or failed run left streaming: what came stays, done. */
+  settleReasoning(): void {
+    for (const block of this.thoughts.values()) if (block.streaming) block.finish();
   }
 
   tool(id: string, name = "tool"): ToolCard {
