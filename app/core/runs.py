@@ -286,6 +286,8 @@ class RunStore:
             count = 0
             for sql, params in steps:
                 many = isinstance(params, list)
+                if many and not params:
+                    continue
                 cursor = conn.executemany(sql, params) if many else conn.execute(sql, params)
                 count = cursor.rowcount
         except BaseException:
