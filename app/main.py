@@ -72,8 +72,8 @@ def _serve(args: argparse.Namespace) -> int:
         host=args.host or settings.host,
         port=settings.port if args.port is None else args.port,
         log_level="info",
-        # JSON lines: uvicorn's own records go through the same handler, in the same format.
-        log_config=None if settings.agent_log_format == "json" else uvicorn.config.LOGGING_CONFIG,
+        # uvicorn's own records (its tracebacks too) go through the one masking handler.
+        log_config=None,
         access_log=False,
         # Streams get the grace period (sse-starlette), then the runs are left to resume.
         timeout_graceful_shutdown=int(settings.agent_shutdown_grace_s) + 2,

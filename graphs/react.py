@@ -67,8 +67,8 @@ def build_react_graph(
             return {"messages": [AIMessage(STEP_LIMIT.format(steps=turns))]}
         try:
             toolset = await load_tools()
-        except ToolsetUnavailable as exc:
-            return {"messages": [AIMessage(str(exc))]}
+        except ToolsetUnavailable as exc:  # its reason may quote what a server echoed
+            return {"messages": [AIMessage(redactor_for(settings)(str(exc)))]}
         system = SystemMessage(render_prompt(tuple(prompts)))
         model = models.bound(settings, toolset)
         try:

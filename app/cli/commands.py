@@ -25,6 +25,7 @@ from app.cli.chat import EXIT_ERROR, Chat
 from app.cli.remote import connect
 from app.cli.terminal import ERROR_LINE, Renderer
 from app.core.errors import ServiceError
+from app.core.logs import formatter_for
 from app.core.registry import GraphInfo, available_graphs, describe
 from app.settings import Settings, get_settings
 
@@ -59,8 +60,9 @@ def _fail(message: str) -> None:
     _console(stderr=True).print(ERROR_LINE.format(message=message), style="bold red", markup=False)
 
 
-def _log_to(path: Path | None) -> None:
-    """Send log records to `path` (none: drop them); the terminal is for the chat."""
+def _log_to(path: Path | None, settings: Settings) -> None:
+    """Send log records to `path` (none: drop them), secrets masked; the terminal is for
+    the chat."""
     root = logging.getLogger()
     for handler in list(root.handlers):
         root.removeHandler(handler)
@@ -69,7 +71,7 @@ def _log_to(path: Path | None) -> None:
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
         handler = logging.FileHandler(path, encoding="utf-8")
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(formatter_for(settings))
         root.addHandler(handler)
         logging.getLogger("app").setLevel(logging.INFO)
     root.setLevel(logging.WARNING)
@@ -126,7 +128,7 @@ def chat(args: argparse.Namespace) -> int:
     if settings is None:
         return EXIT_ERROR
     log = None if args.server else settings.agent_db.parent / CHAT_LOG
-    _log_to(log)
+    _log_to(log, settings)
     try:
         return asyncio.run(_converse(args, settings))
     except Exception as exc:  # the top-level handler: one line on screen, the rest in the log
@@ -142,7 +144,7 @@ def graphs(args: argparse.Namespace) -> int:
     settings = _settings()
     if settings is None:
         return EXIT_ERROR
-    _log_to(None)
+    _log_to(None, settings)
     if args.server:
         key = settings.agent_api_key.get_secret_value() if settings.agent_api_key else None
 

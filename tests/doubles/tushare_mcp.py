@@ -6,6 +6,8 @@
     TushareMCP(token=..., generic=True)          # one generic `tushare_query` tool
     server.shape = "fields_items"                # or "rows" (default) / "error" (40203)
     server.stop(); server.start()                # down, then up again on the same port
+    server.echo_auth("malformed")                # tools/call answers echo the Authorization
+    server.echo_auth("not_json", on="initialize")  # header (see `EchoKind`); stop_echo() ends it
 
 Every HTTP request must carry `Authorization: Bearer <token>`, else 401. The data
 (tests/doubles/tushare_data.py) has real names and codes but synthetic prices.
@@ -17,16 +19,26 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal, Self
 
 from mcp.server.fastmcp import FastMCP
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tests.doubles import tushare_data
 from tests.doubles._server import ServedDouble, ServerThread
 
 Shape = Literal["rows", "fields_items", "error"]
+# How an answer that echoes the request's Authorization header fails:
+EchoKind = Literal[
+    "tool_error",  # a tool result with isError true, its text the echo
+    "rpc_error",  # a JSON-RPC error (-32603), its message the echo
+    "malformed",  # a result that is not a valid result: `content` is the echo (a string)
+    "not_json",  # HTTP 200 application/json whose body is the echo, not JSON
+]
+ECHO_KINDS: tuple[EchoKind, ...] = ("tool_error", "rpc_error", "malformed", "not_json")
 
 PATH = "/mcp/"
 RATE_LIMIT_MSG = "抱歉，您每分钟最多访问该接口2次，权限的具体详情访问：https://tushare.pro/document/1?doc_id=108。"
@@ -39,6 +51,32 @@ def _answer(rows: list[dict[str, Any]], fields: list[str], shape: Shape) -> str:
         items = [[row.get(name) for name in fields] for row in rows]
         return json.dumps({"fields": fields, "items": items}, ensure_ascii=False)
     return json.dumps(rows, ensure_ascii=False)
+
+
+def _default_echo(authorization: str) -> str:
+    return f"request rejected: authorization={authorization}"
+
+
+@dataclass(frozen=True)
+class _Echo:
+    kind: EchoKind
+    text: Callable[[str], str]
+    on: str
+    when: Callable[[dict[str, Any]], bool] | None = None
+
+
+def _echo_answer(echo: _Echo, request_id: Any, authorization: str) -> bytes:
+    text = echo.text(authorization)
+    if echo.kind == "not_json":
+        return text.encode()
+    reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
+    if echo.kind == "rpc_error":
+        reply["error"] = {"code": -32603, "message": text}
+    elif echo.kind == "malformed":
+        reply["result"] = {"content": text}
+    else:
+        reply["result"] = {"content": [{"type": "text", "text": text}], "isError": True}
+    return json.dumps(reply, ensure_ascii=False).encode()
 
 
 class _RequireBearer:
@@ -68,7 +106,50 @@ class _RequireBearer:
             )
             await send({"type": "http.response.body", "body": body})
             return
+        if self.double._echoes and scope["method"] == "POST":
+            await self._maybe_echo(headers, scope, receive, send)
+            return
         await self.app(scope, receive, send)
+
+    async def _maybe_echo(
+        self, headers: dict[str, str], scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """Answer a JSON-RPC request an echo rule matches with its echo; pass others on."""
+        chunks: list[bytes] = []
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        try:
+            request = json.loads(body)
+        except ValueError:
+            request = None
+        echo = self.double._echo_for(request)
+        if echo is not None:
+            answer = _echo_answer(echo, request["id"], headers.get("authorization", ""))
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", b"application/json")],
+                }
+            )
+            await send({"type": "http.response.body", "body": answer})
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
 
 
 class _PinnedServerThread(ServerThread):
@@ -119,6 +200,7 @@ class TushareMCP(ServedDouble):
         self._headers: list[dict[str, str]] = []
         self._live: ServerThread | None = None
         self._port = 0
+        self._echoes: tuple[_Echo, ...] = ()
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -144,6 +226,40 @@ class TushareMCP(ServedDouble):
         if not self._port:
             raise RuntimeError("TushareMCP not started")
         return f"http://127.0.0.1:{self._port}{PATH}"
+
+    # --- faults ----------------------------------------------------------------------
+
+    def echo_auth(
+        self,
+        kind: EchoKind,
+        text: Callable[[str], str] = _default_echo,
+        *,
+        on: str = "tools/call",
+        when: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> None:
+        """Answer JSON-RPC `on` requests with a `kind` failure carrying
+        `text(<the request's Authorization header>)`: a server echoing the credential.
+
+        `when` (given the JSON-RPC request) narrows which requests; each call adds a
+        rule, the first that matches answers.
+        """
+        if kind not in ECHO_KINDS:
+            raise ValueError(f"unknown echo kind {kind!r}")
+        with self._lock:
+            self._echoes = (*self._echoes, _Echo(kind, text, on, when))
+
+    def stop_echo(self) -> None:
+        """Answer normally again (every `echo_auth` rule is dropped)."""
+        with self._lock:
+            self._echoes = ()
+
+    def _echo_for(self, request: Any) -> _Echo | None:
+        if not isinstance(request, dict) or "id" not in request:
+            return None
+        for echo in self._echoes:
+            if request.get("method") == echo.on and (echo.when is None or echo.when(request)):
+                return echo
+        return None
 
     # --- what the tests look at ------------------------------------------------------
 

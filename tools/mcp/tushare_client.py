@@ -17,7 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import httpx
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from langchain_mcp_adapters.sessions import Connection, create_session
 from mcp import ClientSession
 from mcp.shared.exceptions import McpError
@@ -338,7 +338,14 @@ class TushareMcp:
         async def call(**arguments: Any) -> str:
             # Models send null for optional arguments; Tushare wants them absent.
             given = {key: value for key, value in arguments.items() if value is not None}
-            return await self.call_text(name, given)
+            try:
+                result = await self.call_tool(name, given)
+            except TushareMcpError as exc:
+                raise ToolException(str(exc)) from None  # a failed call, as data
+            text = self.scrub(format_result(result))
+            if result.isError:  # the server's own error answer
+                raise ToolException(text)
+            return text
 
         return StructuredTool(
             name=name,
@@ -346,4 +353,5 @@ class TushareMcp:
             args_schema=tool.inputSchema,
             coroutine=call,
             metadata={"mcp_server": self.display_url},
+            handle_tool_error=True,  # the message becomes the result, with status "error"
         )
