@@ -295,7 +295,18 @@ def _budget_table(results: dict[str, Any]) -> list[str]:
                 "even between two copies of the same code: the runs/s verdict needs a full "
                 "run (3 rounds) or `--rounds 3` or more."
             )
-    return lines
+    return [*lines, "", *CRASH_LOSS]
+
+
+# What the run log's batching means for a crash (issue 11 asks the report to say it).
+CRASH_LOSS = [
+    "What a crash can lose from a run's event log: the events produced since the log "
+    "writer's last transaction (one transaction per burst of events, milliseconds apart). "
+    "No client has seen those: events are sent only once written, so ids stay unique and "
+    "a rejoin never misses one it was shown. Never a checkpoint: checkpoints are the "
+    "graph's own writes, and a resumed run starts from the last one, closing in the log "
+    "whatever the lost events left open.",
+]
 
 
 def metrics_cost(results: dict[str, Any]) -> list[BudgetRow]:
