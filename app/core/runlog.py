@@ -14,6 +14,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,24 +112,40 @@ class LiveLog:
 
     async def follow(self, store: RunStore, after: int = 0) -> AsyncGenerator[Entry, None]:
         """The run's events after `after`: stored ones first, then each once it is durable."""
+        async with aclosing(self.follow_batches(store, after)) as batches:
+            async for batch in batches:
+                for entry in batch:
+                    yield entry
+
+    async def follow_batches(
+        self, store: RunStore, after: int = 0
+    ) -> AsyncGenerator[list[Entry], None]:
+        """`follow`, as the batches in which events became durable (a stream sends each
+        batch at once: one write to the socket instead of one per event)."""
         if after < self.base:
-            for seq, data in await store.events(self.thread_id, self.run_id, after):
-                if seq > self.base:
-                    break
-                yield Entry(seq, data)
+            stored = [
+                Entry(seq, data)
+                for seq, data in await store.events(self.thread_id, self.run_id, after)
+                if seq <= self.base
+            ]
+            if stored:
+                yield stored
             after = self.base
         while True:
-            while after < self.durable:
-                entry = self.entries[after - self.base]
-                if is_terminal(entry) and not self.closed:
-                    break  # shown once the run has let its thread go: a reply may follow at once
-                after = entry.seq
-                yield entry
-                if is_terminal(entry):
+            start = after - self.base
+            stop = self.durable - self.base
+            batch = self.entries[start:stop]
+            if batch and is_terminal(batch[-1]) and not self.closed:
+                batch.pop()  # shown once the run has let its thread go: a reply may follow
+            if batch:
+                after = batch[-1].seq
+                yield batch
+                if is_terminal(batch[-1]):
                     return
             if self.closed and after >= self.last:
                 return
-            await self._wait()
+            if not batch:
+                await self._wait()
 
 
 def is_terminal(entry: Entry) -> bool:

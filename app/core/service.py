@@ -160,6 +160,10 @@ class Run:
         """The run's logged events after `after`, then each new one, to its last."""
         return self.log.follow(self._service.store, after)
 
+    def batches(self, after: int = 0) -> AsyncGenerator[list[Entry], None]:
+        """`entries`, in the batches they were written in."""
+        return self.log.follow_batches(self._service.store, after)
+
     async def events(self, after: int = 0) -> AsyncIterator[BaseEvent]:
         """The same, as typed AG-UI events (RUN_STARTED to RUN_FINISHED or RUN_ERROR)."""
         async with aclosing(self.entries(after)) as entries:
@@ -514,9 +518,15 @@ class AgentService:
 
         NotFound for an unknown run, Gone when its events have expired.
         """
+        return _flat(await self.join_batches(thread_id, run_id, after))
+
+    async def join_batches(
+        self, thread_id: str, run_id: str, after: int = 0
+    ) -> AsyncGenerator[list[Entry], None]:
+        """`join`, in batches (see `Run.batches`)."""
         live = self._live(check_thread_id(thread_id), check_run_id(run_id))
         if live is not None:
-            return live.entries(after)
+            return live.batches(after)
         stored = await self.store.get(thread_id, run_id)
         if stored is None:
             raise NotFound("unknown_run", UNKNOWN_RUN.format(run_id=run_id, thread_id=thread_id))
@@ -525,16 +535,22 @@ class AgentService:
             raise Gone("run_expired", EVENTS_EXPIRED.format(run_id=run_id, ttl=ttl))
         return self._stored_entries(stored, after)
 
-    async def _stored_entries(self, stored: StoredRun, after: int) -> AsyncGenerator[Entry, None]:
+    async def _stored_entries(
+        self, stored: StoredRun, after: int
+    ) -> AsyncGenerator[list[Entry], None]:
         """A run another process executes (or executed): its log, polled until it ends."""
         record = stored.record
         while True:
             rows = await self.store.events(record.thread_id, record.run_id, after)
+            batch: list[Entry] = []
             for seq, data in rows:
-                entry = Entry(seq, data)
-                yield entry
-                after = seq
-                if is_terminal(entry):
+                batch.append(Entry(seq, data))
+                if is_terminal(batch[-1]):
+                    break
+            if batch:
+                after = batch[-1].seq
+                yield batch
+                if is_terminal(batch[-1]):
                     return
             now = await self.store.get(record.thread_id, record.run_id)
             if now is None or not now.record.active:
@@ -682,6 +698,13 @@ class AgentService:
                 run.suspend()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.writer.stop()
+
+
+async def _flat(batches: AsyncGenerator[list[Entry], None]) -> AsyncGenerator[Entry, None]:
+    async with aclosing(batches):
+        async for batch in batches:
+            for entry in batch:
+                yield entry
 
 
 def check_run_id(run_id: str) -> str:

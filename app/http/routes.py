@@ -12,12 +12,12 @@ from __future__ import annotations
 import hmac
 import logging
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from typing import Annotated, Any, Literal, TypeVar
 
 from ag_ui.core import Interrupt, Message, ResumeEntry, RunAgentInput, UserMessage
-from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
@@ -25,10 +25,12 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import ClientDisconnect
 
 from app.core.errors import BadRequest, Invalid, RunFailed, TooLarge, Unauthorized
+from app.core.prepare import THREAD_ID
 from app.core.runlog import Entry
 from app.core.runs import RunRecord
 from app.core.service import AgentService, MultitaskStrategy, new_run_id
 from app.core.threads import ThreadView
+from app.http.openapi import EVENT_STREAM, errors, follow
 
 BODY_TOO_LARGE = "request body exceeds {limit} bytes"
 BAD_LENGTH = "invalid Content-Length header"
@@ -42,8 +44,29 @@ BAD_LAST_EVENT_ID = "invalid Last-Event-ID header {value!r}: use the id of an ev
 
 Model = TypeVar("Model", bound=BaseModel)
 logger = logging.getLogger(__name__)
-EVENT_STREAM: dict[int | str, dict[str, Any]] = {
-    200: {"content": {"text/event-stream": {}}, "description": "AG-UI events, each with its id"}
+
+# An event id is a SQLite INTEGER: larger ones cannot name an event (and cannot be queried).
+MAX_EVENT_ID = 2**63 - 1
+# The id rule, as the run core checks it (422 `bad_thread_id` / `bad_run_id`), shown in the
+# schema only: the core's refusal stays the one answered.
+ID_RULE = "1-128 of `A-Za-z0-9._:@-`, starting with a letter or digit"
+ID_SCHEMA = {"pattern": f"^{THREAD_ID.pattern}$"}
+ThreadId = Annotated[
+    str, Path(description=f"the thread id: {ID_RULE}", json_schema_extra=ID_SCHEMA)
+]
+RunId = Annotated[str, Path(description=f"the run id: {ID_RULE}", json_schema_extra=ID_SCHEMA)]
+
+# What the routes answer besides their success, by group (`app.http.openapi.errors`); the
+# 401 of a server with a key is added where the API is included (`app.http.server`).
+IDS = errors((422, "a thread or run id that breaks the id rule"))
+UNKNOWN_RUN = errors((404, "no such run on this thread"))
+BODY = errors(400, 413, (422, "the body or its messages are wrong; nothing was changed"))
+STARTS_RUN = {
+    **BODY,
+    **errors(
+        (409, "the thread's state refuses the run (see `code`); nothing was changed"),
+        (503, "the service is shutting down: nothing was started"),
+    ),
 }
 
 
@@ -122,7 +145,16 @@ async def list_graphs(agents: Agents) -> list[GraphOut]:
     return [GraphOut(id=info.id, description=info.description) for info in agents.listing]
 
 
-@api.post("/agents/{graph_id}", response_class=EventSourceResponse, responses=EVENT_STREAM)
+@api.post(
+    "/agents/{graph_id}",
+    response_class=EventSourceResponse,
+    responses={
+        # The run's ids are the ones its request gave.
+        200: {**EVENT_STREAM[200], "links": follow("$request.body")},
+        **STARTS_RUN,
+        **errors((404, "no such graph")),
+    },
+)
 async def run_agent(graph_id: str, request: Request, agents: Agents) -> Response:
     """Run an agent: AG-UI `RunAgentInput` in, a stream of AG-UI 1.0 events out."""
     agents.graph(graph_id)  # an unknown graph is a 404 before the body is read
@@ -138,19 +170,21 @@ async def run_agent(graph_id: str, request: Request, agents: Agents) -> Response
         multitask_strategy=options.multitask_strategy,
     )
     on_abort = run.cancel if options.on_disconnect == "cancel" else None
-    return _event_stream(agents, run.entries(), on_abort)
+    return _event_stream(agents, run.batches(), on_abort)
 
 
-@api.get("/threads/{thread_id}/runs", response_model=list[RunRecord])
-async def list_runs(thread_id: str, agents: Agents) -> Response:
+@api.get("/threads/{thread_id}/runs", response_model=list[RunRecord], responses=IDS)
+async def list_runs(thread_id: ThreadId, agents: Agents) -> Response:
     """The thread's runs, newest first."""
     records = await agents.runs(thread_id)
     body = b"[" + b",".join(r.model_dump_json(by_alias=True).encode() for r in records) + b"]"
     return Response(body, media_type="application/json")
 
 
-@api.get("/threads/{thread_id}/runs/{run_id}", response_model=RunRecord)
-async def get_run(thread_id: str, run_id: str, agents: Agents) -> Response:
+@api.get(
+    "/threads/{thread_id}/runs/{run_id}", response_model=RunRecord, responses={**IDS, **UNKNOWN_RUN}
+)
+async def get_run(thread_id: ThreadId, run_id: RunId, agents: Agents) -> Response:
     """One run: its status, times and (for `error`) its RUN_ERROR code and message."""
     record = await agents.run_record(thread_id, run_id)
     return Response(record.model_dump_json(by_alias=True), media_type="application/json")
@@ -159,33 +193,64 @@ async def get_run(thread_id: str, run_id: str, agents: Agents) -> Response:
 @api.get(
     "/threads/{thread_id}/runs/{run_id}/stream",
     response_class=EventSourceResponse,
-    responses=EVENT_STREAM,
+    responses={
+        **EVENT_STREAM,
+        **UNKNOWN_RUN,
+        **errors(410, (422, "a bad id, `after` or `Last-Event-ID`")),
+    },
 )
 async def join_run(
-    thread_id: str,
-    run_id: str,
+    thread_id: ThreadId,
+    run_id: RunId,
     agents: Agents,
-    after: Annotated[int | None, Query(ge=0, description="the last event id received")] = None,
-    last_event_id: Annotated[str | None, Header()] = None,
+    after: Annotated[
+        int | None, Query(ge=0, le=MAX_EVENT_ID, description="the last event id received")
+    ] = None,
+    last_event_id: Annotated[
+        str | None,
+        Header(
+            description="the last event id received (wins over `after`)",
+            json_schema_extra={"pattern": "^[0-9]{1,18}$"},
+        ),
+    ] = None,
 ) -> Response:
     """The run's events after `Last-Event-ID` (or `after`), then live ones to its end."""
     if last_event_id is not None:
-        if not last_event_id.strip().isdigit():
+        value = last_event_id.strip()
+        # ASCII digits only: `isdigit` alone takes "²", which `int` refuses.
+        if not (value.isascii() and value.isdigit()) or int(value) > MAX_EVENT_ID:
             raise Invalid("bad_last_event_id", BAD_LAST_EVENT_ID.format(value=last_event_id[:40]))
-        after = int(last_event_id)
-    entries = await agents.join(thread_id, run_id, after or 0)
+        after = int(value)
+    entries = await agents.join_batches(thread_id, run_id, after or 0)
     return _event_stream(agents, entries, None)
 
 
-@api.post("/threads/{thread_id}/runs/{run_id}/cancel", status_code=202, response_model=RunRecord)
-async def cancel_run(thread_id: str, run_id: str, agents: Agents) -> Response:
+@api.post(
+    "/threads/{thread_id}/runs/{run_id}/cancel",
+    status_code=202,
+    response_model=RunRecord,
+    responses={
+        **IDS,
+        **UNKNOWN_RUN,
+        **errors((409, "the run has ended, or another live process runs it")),
+    },
+)
+async def cancel_run(thread_id: ThreadId, run_id: RunId, agents: Agents) -> Response:
     """Stop a queued or running run; its stream ends with RUN_ERROR `cancelled`."""
     record = await agents.cancel_run(thread_id, run_id)
     body = record.model_dump_json(by_alias=True)
     return Response(body, status_code=202, media_type="application/json")
 
 
-@api.post("/chat", response_model=ChatReply)
+@api.post(
+    "/chat",
+    response_model=ChatReply,
+    responses={
+        200: {"links": follow("$response.body")},
+        **STARTS_RUN,
+        **errors((404, "no such graph"), 502),
+    },
+)
 async def chat(request: Request, agents: Agents) -> Response:
     """The same runs as plain JSON: send `message` or `resume`, get the new messages."""
     body = _parse(ChatRequest, await _body(request, agents.settings.agent_max_body_bytes))
@@ -218,15 +283,23 @@ async def chat(request: Request, agents: Agents) -> Response:
     return Response(reply.model_dump_json(by_alias=True), media_type="application/json")
 
 
-@api.get("/threads/{thread_id}", response_model=ThreadView)
-async def get_thread(thread_id: str, agents: Agents) -> Response:
+@api.get(
+    "/threads/{thread_id}",
+    response_model=ThreadView,
+    responses={**IDS, **errors((404, "no such thread"))},
+)
+async def get_thread(thread_id: ThreadId, agents: Agents) -> Response:
     """The thread's messages (AG-UI format) and its pending interrupts."""
     view = await agents.thread(thread_id)
     return Response(view.model_dump_json(by_alias=True), media_type="application/json")
 
 
-@api.delete("/threads/{thread_id}", status_code=204)
-async def forget_thread(thread_id: str, agents: Agents) -> Response:
+@api.delete(
+    "/threads/{thread_id}",
+    status_code=204,
+    responses={**IDS, **errors((409, "the thread has a run in progress"))},
+)
+async def forget_thread(thread_id: ThreadId, agents: Agents) -> Response:
     """Forget the thread and its runs (refused while a run is in progress)."""
     await agents.forget_thread(thread_id)
     return Response(status_code=204)
@@ -242,20 +315,26 @@ def _options(forwarded: Any) -> RunOptions:
 
 
 def _event_stream(
-    agents: AgentService, entries: AsyncGenerator[Entry, None], on_abort: Callable[[], None] | None
+    agents: AgentService,
+    batches: AsyncGenerator[list[Entry], None],
+    on_abort: Callable[[], None] | None,
 ) -> EventSourceResponse:
-    """The entries as SSE; `on_abort` runs if the client leaves before the last event."""
+    """The logged events as SSE, one `ServerSentEvent` each, a batch per write to the
+    socket; `on_abort` runs if the client leaves before the last event."""
     settings = agents.settings
     clients = agents.telemetry.metrics.sse_clients if agents.telemetry.metrics else None
 
-    async def events() -> AsyncIterator[ServerSentEvent]:
+    async def events() -> AsyncIterator[bytes]:
         ended = False
         if clients is not None:
             clients.inc()
         try:
-            async with aclosing(entries):
-                async for entry in entries:
-                    yield ServerSentEvent(data=entry.data, id=str(entry.seq), sep="\n")
+            async with aclosing(batches):
+                async for batch in batches:
+                    yield b"".join(
+                        ServerSentEvent(data=entry.data, id=str(entry.seq), sep="\n").encode()
+                        for entry in batch
+                    )
             ended = True
         finally:
             if clients is not None:
@@ -314,7 +393,11 @@ def _parse(model: type[Model], body: bytes) -> Model:
 
 
 def _summary(exc: ValidationError) -> str:
-    errors = exc.errors(include_url=False, include_input=False)
+    return summary(exc.errors(include_url=False, include_input=False))
+
+
+def summary(errors: Sequence[Mapping[str, Any]]) -> str:
+    """The first validation errors as `where: what; ...` (never the values: they may be long)."""
     return "; ".join(
         f"{'.'.join(str(part) for part in e['loc']) or 'body'}: {e['msg']}" for e in errors[:5]
     )
