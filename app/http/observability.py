@@ -17,14 +17,16 @@ Contract:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core.errors import NotFound
 from app.core.metrics import CONTENT_TYPE, Metrics
+from app.http.openapi import KeyDocs, errors
 from app.http.routes import require_key, service
 
 if TYPE_CHECKING:
@@ -33,6 +35,13 @@ if TYPE_CHECKING:
 NOT_MEASURED = "metrics are off (AGENT_METRICS=false)"
 UNMATCHED = "unmatched"  # the route label of a request no route took (a 404)
 UNTRACED_URLS = "/healthz,/readyz,/metrics"
+
+
+class Readiness(BaseModel):
+    """`GET /readyz`: `ready`, or `not_ready` and why."""
+
+    status: Literal["ready", "not_ready"]
+    reason: Literal["draining", "database", "starting"] | None = None
 
 
 class RequestCounter:
@@ -84,10 +93,19 @@ def trace_requests(app: FastAPI, tracing: Tracing) -> None:
     )
 
 
-def add_probes(app: FastAPI) -> None:
-    """`/readyz` and `/metrics` (call before the web UI so they win)."""
+def add_probes(app: FastAPI, *, key: KeyDocs, measured: bool) -> None:
+    """`/readyz` and `/metrics` (call before the web UI so they win).
 
-    @app.get("/readyz", tags=["service"], responses={503: {"description": "not ready"}})
+    `key` documents the bearer key on `/metrics`; `measured` says whether metrics are on
+    (off: `/metrics` answers 404, and says so in the schema).
+    """
+
+    @app.get(
+        "/readyz",
+        tags=["service"],
+        response_model=Readiness,
+        responses={503: {"model": Readiness, "description": "not ready: `reason` says why"}},
+    )
     async def readyz(request: Request) -> Response:
         agents = getattr(request.app.state, "service", None)
         reason = "starting" if agents is None else await agents.ready()
@@ -98,9 +116,13 @@ def add_probes(app: FastAPI) -> None:
     @app.get(
         "/metrics",
         tags=["service"],
-        dependencies=[Depends(require_key)],
+        dependencies=[Depends(require_key), *key.dependencies],
         response_class=Response,
-        responses={200: {"content": {CONTENT_TYPE: {}}, "description": "Prometheus text"}},
+        responses={
+            200: {"content": {CONTENT_TYPE: {}}, "description": "Prometheus text"},
+            **key.responses,
+            **({} if measured else errors((404, NOT_MEASURED))),
+        },
     )
     async def metrics(request: Request) -> Response:
         measured = service(request).telemetry.metrics

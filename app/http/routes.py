@@ -362,7 +362,7 @@ async def _body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     try:
         if declared is not None:
-            if not declared.isdigit():
+            if not (declared.isascii() and declared.isdigit()):  # `int` refuses "²"
                 raise BadRequest("bad_content_length", BAD_LENGTH)
             if int(declared) > limit:
                 raise TooLarge("body_too_large", BODY_TOO_LARGE.format(limit=limit))

@@ -4,7 +4,10 @@ The lifespan opens the run core (`app.core.service.open_service`) once, resuming
 runs a stopped process left, and closes it with the shutdown grace period; the routes
 (`app.http.routes`) reach it through a dependency. Every refusal is a
 `app.core.errors.ServiceError`, answered by one handler as JSON
-`{"detail": <readable message>, "code": <machine code>}` with its status.
+`{"detail": <readable message>, "code": <machine code>}` with its status; a parameter
+FastAPI refuses (422 `invalid_request`) and Starlette's own refusals (an unknown path:
+404 `not_found`, a wrong method: 405 `method_not_allowed`) get the same shape. What
+`/openapi.json` and `/docs` say is `app.http.openapi`.
 The app's telemetry (metrics, traces: `app.core.telemetry`) is made here, once, with the
 probes and the request counting of `app.http.observability`.
 """
@@ -17,19 +20,26 @@ from typing import Any
 
 from ag_ui.core import RunAgentInput
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
+from fastapi.utils import is_body_allowed_for_status_code
 from pydantic import BaseModel
+from starlette.exceptions import HTTPException
 
-from app.core.errors import ServiceError
+from app.core.errors import Invalid, ServiceError
 from app.core.service import open_service
 from app.core.telemetry import Telemetry
 from app.http.observability import add_probes, count_requests, trace_requests
-from app.http.routes import ChatRequest, api
+from app.http.openapi import key_docs, mount_docs, operation_id
+from app.http.routes import ChatRequest, api, summary
 from app.http.webui import mount_web_ui
 from app.settings import Settings, get_settings
 from tools.secrets import redactor_for
+
+INVALID_REQUEST = "invalid request: {errors}"
+HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -50,6 +60,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         title="react-agent",
         summary="LangGraph ReAct agents over AG-UI 1.0 (SSE) and plain JSON.",
         lifespan=lifespan,
+        # /docs is served from local files (`mount_docs`); ReDoc and OAuth2 are not used.
+        docs_url=None,
+        redoc_url=None,
+        swagger_ui_oauth2_redirect_url=None,
+        generate_unique_id_function=operation_id,
     )
     app.state.settings = settings
     if settings.agent_cors_origins:
@@ -60,6 +75,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             allow_headers=["Authorization", "Content-Type", "Accept"],
         )
     app.add_exception_handler(ServiceError, _service_error)
+    app.add_exception_handler(RequestValidationError, _invalid_request)
+    app.add_exception_handler(HTTPException, _http_error)
     if telemetry.metrics is not None:
         count_requests(app, telemetry.metrics)
     if telemetry.tracing is not None:
@@ -69,9 +86,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    add_probes(app)
-    app.include_router(api)
+    key = key_docs(settings.agent_api_key is not None)
+    add_probes(app, key=key, measured=telemetry.metrics is not None)
+    app.include_router(api, responses=key.responses, dependencies=key.dependencies)
     _document_bodies(app, {"/api/agents/{graph_id}": RunAgentInput, "/api/chat": ChatRequest})
+    mount_docs(app)
     mount_web_ui(app)
     return app
 
@@ -109,4 +128,22 @@ async def _service_error(request: Request, exc: Exception) -> Response:
         {"detail": redact(exc.message), "code": exc.code},
         status_code=exc.status,
         headers=exc.headers,
+    )
+
+
+async def _invalid_request(request: Request, exc: Exception) -> Response:
+    """A parameter FastAPI validates (e.g. `?after=-1`): 422 like every other refusal."""
+    assert isinstance(exc, RequestValidationError)
+    refusal = Invalid("invalid_request", INVALID_REQUEST.format(errors=summary(exc.errors())))
+    return await _service_error(request, refusal)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's refusals (no such path, a wrong method) in the same `{detail, code}`."""
+    assert isinstance(exc, HTTPException)
+    if not is_body_allowed_for_status_code(exc.status_code):
+        return Response(status_code=exc.status_code, headers=exc.headers)
+    code = HTTP_CODES.get(exc.status_code, f"http_{exc.status_code}")
+    return JSONResponse(
+        {"detail": str(exc.detail), "code": code}, status_code=exc.status_code, headers=exc.headers
     )

@@ -1,0 +1,67 @@
+"""Schemathesis hooks of `test_openapi.py`: half the runs it starts are ones that can run.
+
+Generated from the schema alone, a run names an agent that does not exist and ids that
+break the id rule, so every one is refused and the stateful phase has no thread to
+follow. Here half of the `POST /api/chat` and `POST /api/agents/{graph_id}` requests
+name a real agent, with valid ids and a user message (the rest stay as generated); the
+LLM double answers them, so thread views, run records and event streams are checked too.
+Loaded by schemathesis through `SCHEMATHESIS_HOOKS`, drawn from its seed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import schemathesis
+from hypothesis import strategies as st
+
+GRAPH = "weather"
+IDS = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,24}", fullmatch=True)
+TEXT = st.text(min_size=1, max_size=40)
+STRATEGIES = st.sampled_from(["reject", "enqueue", "interrupt", "rollback"])
+
+CHATS = st.fixed_dictionaries(
+    {"graph": st.just(GRAPH), "message": TEXT},
+    optional={"threadId": IDS, "runId": IDS, "multitaskStrategy": STRATEGIES},
+)
+USER_MESSAGES = st.fixed_dictionaries({"id": IDS, "role": st.just("user"), "content": TEXT})
+RUNS = st.fixed_dictionaries(
+    {
+        "threadId": IDS,
+        "runId": IDS,
+        "messages": st.lists(USER_MESSAGES, min_size=1, max_size=2),
+        "state": st.just({}),
+        "tools": st.just([]),
+        "context": st.just([]),
+        "forwardedProps": st.fixed_dictionaries(
+            {},
+            optional={
+                "multitaskStrategy": STRATEGIES,
+                "onDisconnect": st.sampled_from(["continue", "cancel"]),
+            },
+        ),
+    }
+)
+
+
+# Decided by each operation's label: `.apply_to(...)` filters are lost on hooks named by
+# a string in schemathesis 4.15.
+BODIES = {"POST /api/chat": CHATS, "POST /api/agents/{graph_id}": RUNS}
+PATHS = {"POST /api/agents/{graph_id}": st.just({"graph_id": GRAPH})}
+
+
+@schemathesis.hook("before_generate_body")
+def bodies_that_can_run(context: Any, strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    extra = BODIES.get(_label(context))
+    return strategy if extra is None else st.one_of(strategy, extra)
+
+
+@schemathesis.hook("before_generate_path_parameters")
+def a_real_agent(context: Any, strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    extra = PATHS.get(_label(context))
+    return strategy if extra is None else st.one_of(strategy, extra)
+
+
+def _label(context: Any) -> str:
+    operation = context.operation
+    return "" if operation is None else f"{operation.method.upper()} {operation.path}"
