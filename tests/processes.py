@@ -77,6 +77,17 @@ class ServerProcess:
     def log_text(self) -> str:
         return "".join(self.log)
 
+    def logged(self, needle: str, within_s: float = 10.0) -> str:
+        """The first line of the child's output containing `needle`, once it has written it."""
+        deadline = time.monotonic() + within_s
+        while True:
+            found = next((line for line in list(self.log) if needle in line), None)
+            if found is not None:
+                return found
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{needle!r} never logged:\n{self.log_text[-LOG_TAIL:]}")
+            time.sleep(POLL_S)  # polling the child's output, not a wait for a result
+
     def _read(self) -> None:
         # Drains the pipe for the child's whole life, so a chatty child never blocks on it.
         assert self.process.stdout is not None

@@ -21,6 +21,7 @@ import pytest
 from tests.doubles.env import env_for_subprocess
 from tests.doubles.llm import ScriptedLLM
 from tests.doubles.open_meteo import FakeOpenMeteo
+from tests.doubles.otlp import OtlpReceiver
 from tests.processes import ServerProcess
 
 API_KEY = "agent-key-4d1f0c7e"
@@ -41,6 +42,13 @@ def server_env(
         "AGENT_CORS_ORIGINS": UI_ORIGIN,
     }
     return env_for_subprocess(llm, meteo, data_dir, **{**base, **extra})
+
+
+@pytest.fixture(scope="module")
+def otlp() -> Iterator[OtlpReceiver]:
+    """An OTLP/HTTP trace receiver for the module's servers."""
+    with OtlpReceiver() as receiver:
+        yield receiver
 
 
 @pytest.fixture(scope="module")

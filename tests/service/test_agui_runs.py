@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import httpx
@@ -47,14 +46,6 @@ def outline(stream: Stream) -> list[tuple[Any, ...]]:
         else:
             out.append((kind,))
     return out
-
-
-def wait_for_log(server: ServerProcess, needle: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while needle not in server.log_text:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{needle!r} never logged:\n{server.log_text[-3000:]}")
-        time.sleep(0.01)
 
 
 def test_a_weather_run_streams_the_contract_event_sequence(
@@ -255,7 +246,7 @@ def test_a_client_that_asks_for_cancel_on_disconnect_stops_the_run_by_leaving(
         for event in parse_sse(response.iter_lines(), stream):
             if until.items() <= event.items():
                 break
-    wait_for_log(server, f"run thread={thread_id} ")
+    server.logged(f"run thread={thread_id} ")
     assert "outcome=cancelled" in _run_line(server, thread_id)
 
     llm.script(text("北京今天晴。"))
@@ -300,7 +291,7 @@ def test_a_model_failure_is_a_readable_run_error_without_secrets(
     assert last["code"] == "model_error"
     assert "HTTP 500" in last["message"]
     assert "Traceback" not in last["message"]
-    wait_for_log(server, f"run thread={thread_id} ")
+    server.logged(f"run thread={thread_id} ")
     assert OPENAI_SECRET.encode() not in failed.raw
     assert OPENAI_SECRET not in server.log_text
     assert API_KEY not in server.log_text

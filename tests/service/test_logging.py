@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,28 +19,10 @@ TUSHARE_SECRET = "ts-token-SECRET-31415926"
 TRACE_ID = re.compile(r"[0-9a-f]{32}")
 
 
-def logged(server: ServerProcess, needle: str, within_s: float = 10.0) -> str:
-    """The first line of the server's output containing `needle`, once it has written it."""
-    deadline = time.monotonic() + within_s
-    while True:
-        found = next((line for line in list(server.log) if needle in line), None)
-        if found is not None:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{needle!r} never logged:\n{server.log_text[-3000:]}")
-        time.sleep(0.01)  # polling the child's output, not a wait for a result
-
-
 def leaky_error() -> Any:
     """A 401 whose message echoes the key, as some endpoints do."""
     body = {"error": {"message": f"Incorrect API key provided: {OPENAI_SECRET}", "code": None}}
     return error(401, body)
-
-
-@pytest.fixture(scope="module")
-def otlp() -> Iterator[OtlpReceiver]:
-    with OtlpReceiver() as receiver:
-        yield receiver
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +68,7 @@ def test_json_lines_parse_and_carry_the_run_ids_and_trace_id_on_every_record_of_
     runs = {ok.events[0]["runId"]: "ok", failed.events[0]["runId"]: "failed"}
     otlp.wait_for(lambda spans: {s.attributes.get("agent.run.id") for s in spans} >= set(runs))
     for run in runs:
-        logged(json_server, f" run={run} graph=")
+        json_server.logged(f" run={run} graph=")
     lines = records(json_server)
     assert any("Uvicorn running on" in line["message"] for line in lines)
     assert all({"time", "level", "logger", "message"} <= set(line) for line in lines)
@@ -126,7 +107,7 @@ def test_text_lines_stay_readable_and_mask_a_secret_an_endpoint_echoes(
         api.close()
 
     assert failed.last["code"] == "model_error"
-    run_line = logged(server, f"run thread={thread_id} ")
+    run_line = server.logged(f"run thread={thread_id} ")
     assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO app\.core\.events: run ", run_line)
     assert "Incorrect API key provided: ***" in server.log_text
     assert OPENAI_SECRET not in server.log_text

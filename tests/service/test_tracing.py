@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -19,24 +18,6 @@ from tests.service.conftest import API_KEY, OPENAI_SECRET, Api, run_body, server
 SERVER_KIND, CLIENT_KIND = 2, 3  # OTLP span kinds
 STATUS_ERROR = 2
 EXPORT_DELAY_MS = "50"  # the batch processor's delay: spans arrive soon after a run
-
-
-def logged(server: ServerProcess, needle: str, within_s: float = 10.0) -> str:
-    """The first line of the server's output containing `needle`, once it has written it."""
-    deadline = time.monotonic() + within_s
-    while True:
-        found = next((line for line in list(server.log) if needle in line), None)
-        if found is not None:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{needle!r} never logged:\n{server.log_text[-3000:]}")
-        time.sleep(0.01)  # polling the child's output, not a wait for a result
-
-
-@pytest.fixture(scope="module")
-def otlp() -> Iterator[OtlpReceiver]:
-    with OtlpReceiver() as receiver:
-        yield receiver
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +125,7 @@ def test_one_run_is_a_span_tree_from_the_request_to_the_model_tool_and_http_call
     for secret in (OPENAI_SECRET, API_KEY, "北京今天天气怎么样", "北京今天多云"):
         assert secret not in values
     # The trace id is in the run's log line.
-    run_line = logged(traced, f"run thread={thread_id} ")
+    run_line = traced.logged(f"run thread={thread_id} ")
     assert run_line.rstrip().endswith(f"trace={run.trace_id}")
     assert "Failed to detach context" not in traced.log_text
     assert "Error in CallWatcher" not in traced.log_text
@@ -204,6 +185,6 @@ def test_without_an_otlp_endpoint_no_exporter_is_made_nor_its_code_loaded(
         api.run("weather", run_body(thread_id, ("u1", "你好")))
     finally:
         api.close()
-    run_line = logged(server, f"run thread={thread_id} ")
+    run_line = server.logged(f"run thread={thread_id} ")
     assert "trace=" not in run_line
     assert "tracing:" not in server.log_text
