@@ -286,16 +286,23 @@ class _StreamRepair:
         if reason:
             self._finish_reason = str(reason)
         content: str | list[Any] = message.content
-        extra = dict(message.additional_kwargs)
+        thought = ""
         if isinstance(content, str) and content:
             thought, content = self._think.feed(content)
-            if thought:
-                extra[REASONING_KEY] = str(extra.get(REASONING_KEY, "")) + thought
+        parts = message.tool_call_chunks
+        calls = self._calls.normalize(parts) if parts else parts
+        if not thought and content is message.content and calls == parts:
+            # Most chunks of most providers need nothing: building a new message per
+            # token would be the stream's largest cost.
+            return generation
+        extra = dict(message.additional_kwargs)
+        if thought:
+            extra[REASONING_KEY] = str(extra.get(REASONING_KEY, "")) + thought
         repaired = AIMessageChunk(
             content=content,
             additional_kwargs=extra,
             response_metadata=message.response_metadata,
-            tool_call_chunks=self._calls.normalize(message.tool_call_chunks),
+            tool_call_chunks=calls,
             usage_metadata=message.usage_metadata,
             id=message.id,
         )
