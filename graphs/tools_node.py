@@ -157,15 +157,20 @@ async def run_tool_task(
 ) -> dict[str, Any]:
     """Run one call under the policy and return its single ToolMessage.
 
-    Its text has every configured secret masked before it enters the history: a tool's
-    upstream may echo a credential, and the history goes to the model, the thread view
-    and every client.
+    Its text (and its artifact: data for clients, never read by the model) has every
+    configured secret masked before it enters the history: a tool's upstream may echo a
+    credential, and the history goes to the model, the thread view and every client.
     """
     update = await _run_tool_task(task, tools, settings, config)
     redact = redactor_for(settings)
     if redact:
         update["messages"] = [
-            message.model_copy(update={"content": redact.value(message.content)})
+            message.model_copy(
+                update={
+                    "content": redact.value(message.content),
+                    "artifact": redact.value(message.artifact),
+                }
+            )
             for message in update["messages"]
         ]
     return update
@@ -203,9 +208,15 @@ async def _run_tool_task(
         error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         return _reply(call, TOOL_FAILED.format(name=name, error=error), "error")
     if isinstance(result, ToolMessage):
-        # The tool's own ToolMessage (e.g. a ToolException it handled): keep it, add the data.
+        # The tool's own ToolMessage (e.g. a ToolException it handled): keep it and its
+        # artifact, add the outcome. A failed call carries no data.
         outcome: Outcome = "error" if result.status == "error" else "ok"
         metadata = {**(result.response_metadata or {}), OUTCOME_KEY: outcome}
-        update = {"id": result.id or str(uuid.uuid4()), "response_metadata": metadata}
+        update: dict[str, Any] = {
+            "id": result.id or str(uuid.uuid4()),
+            "response_metadata": metadata,
+        }
+        if outcome != "ok":
+            update["artifact"] = None
         return {"messages": [result.model_copy(update=update)]}
     return _reply(call, result if isinstance(result, str) else json.dumps(result), "ok")

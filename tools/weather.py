@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,6 +25,7 @@ HTTP_ERROR = "天气服务返回 HTTP {status}"
 HTTP_ERROR_REASON = "天气服务返回 HTTP {status}（{reason}）"
 MALFORMED = "天气服务返回了无法解析的数据"
 UNKNOWN_CODE = "未知天气（代码 {code}）"
+UNKNOWN_WEATHER = "未知天气"
 
 # Open-Meteo localises names: Chinese names are found with zh, others often only with en.
 GEOCODING_LANGUAGES = ("zh", "en")
@@ -41,6 +43,7 @@ DAILY_VARS = (
     "temperature_2m_max",
     "temperature_2m_min",
     "precipitation_probability_max",
+    "precipitation_sum",
 )
 
 # WMO weather interpretation codes, as Open-Meteo documents them.
@@ -92,10 +95,14 @@ class WeatherInput(BaseModel):
 
 
 def weather_tool(settings: OpenMeteoSettings) -> BaseTool:
-    """The `get_weather` tool the model calls, asking Open-Meteo as `settings` say."""
+    """The `get_weather` tool the model calls, asking Open-Meteo as `settings` say.
 
-    async def get_weather(location: str) -> str:
-        return await lookup_weather(location, settings)
+    Its result is the report for the model, and the same forecast as data
+    (`forecast_data`) in the ToolMessage's artifact, for clients only.
+    """
+
+    async def get_weather(location: str) -> tuple[str, dict[str, Any]]:
+        return await lookup_forecast(location, settings)
 
     # A failed lookup is a failed call (status "error"), its reason the model's to read.
     return StructuredTool.from_function(
@@ -104,11 +111,15 @@ def weather_tool(settings: OpenMeteoSettings) -> BaseTool:
         description=DESCRIPTION,
         args_schema=WeatherInput,
         handle_tool_error=True,
+        response_format="content_and_artifact",
     )
 
 
-async def lookup_weather(location: str, settings: OpenMeteoSettings) -> str:
-    """The weather report for `location`; raises ToolException with the readable reason."""
+async def lookup_forecast(location: str, settings: OpenMeteoSettings) -> tuple[str, dict[str, Any]]:
+    """The report for `location` and its forecast as data (`forecast_data`).
+
+    Raises ToolException with the readable reason.
+    """
     name = location.strip()
     try:
         if not name:
@@ -127,7 +138,7 @@ async def lookup_weather(location: str, settings: OpenMeteoSettings) -> str:
                 "forecast_days": FORECAST_DAYS,
             },
         )
-        return render_report(place, forecast)
+        return render_report(place, forecast), forecast_data(place, forecast)
     except httpx.TimeoutException:
         reason = TIMEOUT.format(seconds=settings.open_meteo_timeout_s)
     except httpx.TransportError:
@@ -158,15 +169,19 @@ def best_place(results: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
     return min(results, key=rank)
 
 
-def render_report(place: Mapping[str, Any], forecast: Mapping[str, Any]) -> str:
-    """The compact Chinese report for a geocoded place and its forecast JSON."""
+def place_title(place: Mapping[str, Any]) -> str:
+    """The place as the report names it: `北京（北京市，中国）`."""
     where = [str(place[k]) for k in ("admin1", "country") if place.get(k)]
     where = [part for part in where if part != place["name"]]
-    title = f"{place['name']}（{'，'.join(where)}）" if where else str(place["name"])
+    return f"{place['name']}（{'，'.join(where)}）" if where else str(place["name"])
+
+
+def render_report(place: Mapping[str, Any], forecast: Mapping[str, Any]) -> str:
+    """The compact Chinese report for a geocoded place and its forecast JSON."""
     now = forecast["current"]
     units = {**_DEFAULT_UNITS, **(forecast.get("current_units") or {})}
     lines = [
-        title,
+        place_title(place),
         (
             f"当前（{now['time'].replace('T', ' ')}）：{describe_code(now['weather_code'])}，"
             f"气温 {now['temperature_2m']}{units['temperature_2m']}"
@@ -177,14 +192,81 @@ def render_report(place: Mapping[str, Any], forecast: Mapping[str, Any]) -> str:
         f"未来{FORECAST_DAYS}天：",
     ]
     daily = forecast["daily"]
+    amounts = daily.get("precipitation_sum") or []
     for i, day in enumerate(daily["time"][:FORECAST_DAYS]):
         rain = daily["precipitation_probability_max"][i]
+        amount = amounts[i] if i < len(amounts) else None
         lines.append(
             f"- {day}：{describe_code(daily['weather_code'][i])}，"
             f"{daily['temperature_2m_min'][i]}~{daily['temperature_2m_max'][i]}°C"
             + (f"，降水概率 {rain}%" if rain is not None else "")
+            + (f"，降水量 {amount} mm" if amount is not None else "")
         )
     return "\n".join(lines)
+
+
+def forecast_data(place: Mapping[str, Any], forecast: Mapping[str, Any]) -> dict[str, Any]:
+    """The forecast the report was rendered from, as data for clients (charts, cards).
+
+    `{"kind": "forecast", "location", "current": {...}, "days": [...], "units": {...}}`;
+    a value the answer lacks is None, never a guess.
+    """
+    now = forecast.get("current") or {}
+    daily = forecast.get("daily") or {}
+    current_units = forecast.get("current_units") or {}
+    daily_units = forecast.get("daily_units") or {}
+
+    def day_value(var: str, index: int) -> Any:
+        values = daily.get(var) or []
+        return values[index] if index < len(values) else None
+
+    days = []
+    for index, date in enumerate((daily.get("time") or [])[:FORECAST_DAYS]):
+        code = _code(day_value("weather_code", index))
+        days.append(
+            {
+                "date": str(date),
+                "min": _number(day_value("temperature_2m_min", index)),
+                "max": _number(day_value("temperature_2m_max", index)),
+                "precipitation": _number(day_value("precipitation_sum", index)),
+                "weatherCode": code,
+                "description": _description(code),
+            }
+        )
+    code = _code(now.get("weather_code"))
+    return {
+        "kind": "forecast",
+        "location": place_title(place),
+        "current": {
+            "temperature": _number(now.get("temperature_2m")),
+            "apparentTemperature": _number(now.get("apparent_temperature")),
+            "humidity": _number(now.get("relative_humidity_2m")),
+            "windSpeed": _number(now.get("wind_speed_10m")),
+            "weatherCode": code,
+            "description": _description(code),
+        },
+        "days": days,
+        "units": {
+            "temperature": str(current_units.get("temperature_2m") or "°C"),
+            "precipitation": str(daily_units.get("precipitation_sum") or "mm"),
+            "windSpeed": str(current_units.get("wind_speed_10m") or "km/h"),
+        },
+    }
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _description(code: int | None) -> str:
+    return UNKNOWN_WEATHER if code is None else describe_code(code)
+
+
+def _code(value: Any) -> int | None:
+    number = _number(value)
+    return int(number) if number is not None else None
 
 
 _DEFAULT_UNITS = {

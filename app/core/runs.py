@@ -54,6 +54,30 @@ _COLUMNS = (
     "thread_id, run_id, graph, status, created_at, finished_at, error_code, error_message,"
     " owner, request, checkpoint_before"
 )
+# One row per thread with runs, for the thread list: written in the transactions that
+# create a run and record its end, so listing reads no more than it returns. Created
+# (and filled from the runs already recorded) when an older database is opened.
+_THREADS_TABLE = "agent_threads"
+_THREADS_SCHEMA = """
+CREATE TABLE agent_threads (
+    thread_id TEXT PRIMARY KEY,
+    graph TEXT NOT NULL,
+    title TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE INDEX agent_threads_updated ON agent_threads (graph, updated_at);
+"""
+# The latest run's status rides along from agent_runs (its primary key starts with
+# thread_id), so no status is kept twice.
+_SUMMARY = (
+    "SELECT t.thread_id, t.graph, t.title, t.updated_at, (SELECT r.status FROM agent_runs r"
+    " WHERE r.thread_id = t.thread_id ORDER BY r.created_at DESC, r.rowid DESC LIMIT 1)"
+    " FROM agent_threads t"
+)
+DEFAULT_TITLE = "新对话"
+TITLE_CHARS = 40
+ELLIPSIS = "…"
 
 
 class RunError(BaseModel):
@@ -83,6 +107,59 @@ class RunRecord(BaseModel):
     @property
     def active(self) -> bool:
         return self.status in ACTIVE
+
+
+class ThreadSummary(BaseModel):
+    """One entry of `GET /api/threads`: a thread, its title and how its latest run stands."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    thread_id: str
+    graph_id: str
+    title: str
+    updated_at: float = Field(description="ISO 8601, UTC: the thread's latest run start or end")
+    status: RunStatus = Field(description="the status of the thread's latest run")
+
+    @field_serializer("updated_at")
+    def _iso(self, value: float) -> str:
+        return datetime.fromtimestamp(value, UTC).isoformat()
+
+
+def default_title(messages: Iterable[Any]) -> str:
+    """A thread's title before any rename: its first user message, whitespace collapsed and
+    cut to TITLE_CHARS characters (then `…`); DEFAULT_TITLE when it has no user text.
+
+    `messages` are AG-UI messages as JSON (a run request's `messages`).
+    """
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "".join(
+                str(part.get("text") or "")
+                for part in content
+                if isinstance(part, dict) and part.get("type") == "text"
+            )
+        text = " ".join(str(content or "").split())
+        if text:
+            return text[:TITLE_CHARS] + ELLIPSIS if len(text) > TITLE_CHARS else text
+    return DEFAULT_TITLE
+
+
+def _request_messages(request: str) -> list[Any]:
+    try:
+        messages = json.loads(request).get("messages")
+    except (ValueError, AttributeError):  # not JSON, or not an object
+        return []
+    return messages if isinstance(messages, list) else []
+
+
+def _summary(row: Sequence[Any]) -> ThreadSummary:
+    thread_id, graph, title, updated_at, status = row
+    return ThreadSummary(
+        thread_id=thread_id, graph_id=graph, title=title, updated_at=updated_at, status=status
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,11 +215,71 @@ class RunStore:
 
     async def setup(self) -> None:
         await self._call(self._conn.executescript, _SCHEMA)
+        await self._call(self._add_threads_table)
+
+    def _add_threads_table(self) -> None:
+        """Create agent_threads when missing, filled from the runs already recorded."""
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")  # one process creates it; the others see it there
+        try:
+            found = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (_THREADS_TABLE,)
+            ).fetchone()
+            if found is None:
+                for statement in filter(str.strip, _THREADS_SCHEMA.split(";")):
+                    conn.execute(statement)
+                conn.executemany(
+                    "INSERT INTO agent_threads (thread_id, graph, title, created_at, updated_at)"
+                    " VALUES (?,?,?,?,?)",
+                    self._existing_threads(),
+                )
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def _existing_threads(self) -> list[tuple[str, str, str, float, float]]:
+        """A row per thread of the run table: the latest run's graph, the first run's title,
+        the first start and the latest start or end."""
+        rows = self._conn.execute(
+            "SELECT thread_id, graph, request, created_at, COALESCE(finished_at, created_at)"
+            " FROM agent_runs ORDER BY thread_id, created_at, rowid"
+        ).fetchall()
+        threads: dict[str, tuple[str, str, str, float, float]] = {}
+        for thread_id, graph, request, created, active in rows:  # each thread's oldest first
+            first = threads.get(thread_id)
+            if first is None:
+                title = default_title(_request_messages(request))
+                threads[thread_id] = (thread_id, graph, title, created, active)
+            else:
+                threads[thread_id] = (thread_id, graph, first[2], first[3], max(first[4], active))
+        return list(threads.values())
 
     async def create(self, stored: StoredRun) -> bool:
-        """Insert a new run; False when the thread already has this run id."""
+        """Insert a new run; False when the thread already has this run id.
+
+        The thread's row is written in the same transaction: created by its first run
+        (titled from that run's first user message), touched by every later one.
+        """
         record = stored.record
+        title = default_title(stored.request.get("messages") or ())
         count = await self._write(
+            (
+                "INSERT INTO agent_threads (thread_id, graph, title, created_at, updated_at)"
+                " VALUES (?,?,?,?,?) ON CONFLICT (thread_id) DO UPDATE SET"
+                " graph=excluded.graph, updated_at=MAX(updated_at, excluded.updated_at)"
+                # a run id the thread has used is refused: its row stays as it was
+                " WHERE NOT EXISTS (SELECT 1 FROM agent_runs"
+                " WHERE thread_id=excluded.thread_id AND run_id=?)",
+                (
+                    record.thread_id,
+                    record.graph,
+                    title,
+                    record.created_at,
+                    record.created_at,
+                    record.run_id,
+                ),
+            ),
             (
                 f"INSERT OR IGNORE INTO agent_runs ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (
@@ -158,7 +295,7 @@ class RunStore:
                     json.dumps(stored.request, ensure_ascii=False),
                     stored.checkpoint_before,
                 ),
-            )
+            ),
         )
         return count == 1
 
@@ -234,6 +371,10 @@ class RunStore:
                     for end in endings
                 ],
             ),
+            (
+                "UPDATE agent_threads SET updated_at=MAX(updated_at, ?) WHERE thread_id=?",
+                [(end.finished_at, end.thread_id) for end in endings],
+            ),
         )
 
     async def events(self, thread_id: str, run_id: str, after: int = 0) -> list[tuple[int, str]]:
@@ -259,7 +400,34 @@ class RunStore:
         await self._write(
             ("DELETE FROM agent_run_events WHERE thread_id=?", (thread_id,)),
             ("DELETE FROM agent_runs WHERE thread_id=?", (thread_id,)),
+            ("DELETE FROM agent_threads WHERE thread_id=?", (thread_id,)),
         )
+
+    async def threads(self, graph: str | None, limit: int) -> list[ThreadSummary]:
+        """The threads (of `graph`, or all), newest activity first, at most `limit`."""
+        where, params = ("WHERE t.graph=? ", (graph,)) if graph is not None else ("", ())
+        rows = await self._read(
+            f"{_SUMMARY} {where}ORDER BY t.updated_at DESC, t.thread_id LIMIT ?",
+            (*params, limit),
+        )
+        return [_summary(row) for row in rows if row[4] is not None]
+
+    async def rename_thread(self, thread_id: str, title: str) -> ThreadSummary | None:
+        """Give the thread `title` (kept across later runs); None when it is unknown."""
+        row = await self._call(self._rename, thread_id, title)
+        return None if row is None or row[4] is None else _summary(row)
+
+    def _rename(self, thread_id: str, title: str) -> Sequence[Any] | None:
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("UPDATE agent_threads SET title=? WHERE thread_id=?", (title, thread_id))
+            row = conn.execute(f"{_SUMMARY} WHERE t.thread_id=?", (thread_id,)).fetchone()
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return row
 
     async def _write(self, *steps: tuple[str, Any]) -> int:
         """Run `(sql, params)` steps (params: a tuple, or a list of them for many rows) in

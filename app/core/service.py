@@ -56,6 +56,7 @@ from app.core.runs import (
     RunStatus,
     RunStore,
     StoredRun,
+    ThreadSummary,
     open_run_store,
 )
 from app.core.storage import end_cut_write, open_checkpointer, probe
@@ -94,6 +95,8 @@ EVENTS_EXPIRED = (
 )
 BAD_RUN_ID = "invalid run id {value!r}: use 1-128 letters, digits or ._:@- characters"
 SHUTTING_DOWN = "the service is shutting down; retry in a moment"
+BAD_TITLE = "a thread title must have 1-{limit} characters besides leading and trailing spaces"
+MAX_TITLE_CHARS = 200
 CANCELLED = "运行已被取消"
 NOT_RESUMABLE = "运行无法恢复：智能体 {graph!r} 已不在本服务中"
 RESUME_FAILED = "运行无法恢复：{reason}"
@@ -586,6 +589,30 @@ class AgentService:
         if self.redact.found(view.model_dump_json()):  # a reply that quoted a secret
             view = ThreadView.model_validate(self.redact.value(view.model_dump(by_alias=True)))
         return view
+
+    async def threads(self, graph_id: str | None = None, limit: int = 50) -> list[ThreadSummary]:
+        """The threads of `graph_id` (NotFound when it is unknown) or of every graph, newest
+        activity first, at most `limit`."""
+        if graph_id is not None:
+            self.graph(graph_id)
+        return [self._masked(summary) for summary in await self.store.threads(graph_id, limit)]
+
+    async def rename_thread(self, thread_id: str, title: str) -> ThreadSummary:
+        """Give the thread a title of its own (1-200 characters once trimmed), kept across
+        its later runs; NotFound when it has no runs."""
+        check_thread_id(thread_id)
+        title = title.strip()
+        if not 1 <= len(title) <= MAX_TITLE_CHARS:
+            raise Invalid("bad_title", BAD_TITLE.format(limit=MAX_TITLE_CHARS))
+        summary = await self.store.rename_thread(thread_id, title)
+        if summary is None:
+            raise NotFound("unknown_thread", UNKNOWN_THREAD.format(thread_id=thread_id))
+        return self._masked(summary)
+
+    def _masked(self, summary: ThreadSummary) -> ThreadSummary:
+        # A title is the user's text: it may quote a secret, as a thread view may.
+        title = self.redact(summary.title)
+        return summary if title == summary.title else summary.model_copy(update={"title": title})
 
     async def forget_thread(self, thread_id: str) -> None:
         """Forget the thread's checkpoints and runs (refused while a run is active)."""

@@ -138,7 +138,12 @@ def text_of(content: str | list[Any]) -> str:
 
 
 def tool_result_metadata(message: ToolMessage) -> dict[str, Any]:
-    """How a tool call ended, as data: `{"outcome": "ok" | "error" | "declined" | ...}`."""
+    """How a tool call ended, as data: `{"outcome": "ok" | "error" | "declined" | ...}`,
+    plus `"data"`: the structured result a tool left for clients (its artifact, when that
+    is an object with a string `kind`: `bars`, `forecast`); the model never reads it."""
+    artifact = message.artifact
+    if isinstance(artifact, dict) and isinstance(artifact.get("kind"), str):
+        return {"outcome": outcome_of(message), "data": artifact}
     return {"outcome": outcome_of(message)}
 
 

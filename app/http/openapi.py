@@ -133,6 +133,7 @@ def follow(ids: str) -> dict[str, Any]:
         "run": {"operationId": "getRun", "parameters": run},
         "events": {"operationId": "joinRun", "parameters": run},
         "cancel": {"operationId": "cancelRun", "parameters": run},
+        "rename": {"operationId": "renameThread", "parameters": thread},
         "forget": {"operationId": "forgetThread", "parameters": thread},
     }
 

@@ -27,7 +27,7 @@ from starlette.requests import ClientDisconnect
 from app.core.errors import BadRequest, Invalid, RunFailed, TooLarge, Unauthorized
 from app.core.prepare import THREAD_ID
 from app.core.runlog import Entry
-from app.core.runs import RunRecord
+from app.core.runs import RunRecord, ThreadSummary
 from app.core.service import AgentService, MultitaskStrategy, new_run_id
 from app.core.threads import ThreadView
 from app.http.openapi import EVENT_STREAM, errors, follow
@@ -45,6 +45,8 @@ BAD_LAST_EVENT_ID = "invalid Last-Event-ID header {value!r}: use the id of an ev
 Model = TypeVar("Model", bound=BaseModel)
 logger = logging.getLogger(__name__)
 
+# The most threads one `GET /api/threads` lists.
+MAX_THREADS = 200
 # An event id is a SQLite INTEGER: larger ones cannot name an event (and cannot be queried).
 MAX_EVENT_ID = 2**63 - 1
 # The id rule, as the run core checks it (422 `bad_thread_id` / `bad_run_id`), shown in the
@@ -127,6 +129,17 @@ class ChatRequest(_Camel):
         default=None, description="same shape as RunAgentInput.resume"
     )
     multitask_strategy: MultitaskStrategy = "reject"
+
+
+class ThreadRename(_Camel):
+    """`PATCH /api/threads/{threadId}`: the thread's new title."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    title: str = Field(
+        description="1-200 characters once leading and trailing spaces are trimmed",
+        json_schema_extra={"pattern": r"\S"},
+    )
 
 
 class ChatReply(_Camel):
@@ -281,6 +294,45 @@ async def chat(request: Request, agents: Agents) -> Response:
         interrupts=result.interrupts,
     )
     return Response(reply.model_dump_json(by_alias=True), media_type="application/json")
+
+
+@api.get(
+    "/threads",
+    response_model=list[ThreadSummary],
+    responses=errors((404, "no such graph"), (422, "`limit` out of range")),
+)
+async def list_threads(
+    agents: Agents,
+    graph: Annotated[
+        str | None, Query(description="only this agent's threads (default: every agent's)")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_THREADS, description="at most this many")] = 50,
+) -> Response:
+    """The threads with runs, newest activity first: title, agent, latest run's status."""
+    summaries = await agents.threads(graph, limit)
+    body = b"[" + b",".join(t.model_dump_json(by_alias=True).encode() for t in summaries) + b"]"
+    return Response(body, media_type="application/json")
+
+
+@api.patch(
+    "/threads/{thread_id}",
+    response_model=ThreadSummary,
+    responses={
+        **errors(400, 413, (422, "a bad id, or a title empty or over 200 characters")),
+        **errors((404, "no such thread")),
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": ThreadRename.model_json_schema()}},
+        }
+    },
+)
+async def rename_thread(thread_id: ThreadId, request: Request, agents: Agents) -> Response:
+    """Rename the thread; the title stays through its later runs."""
+    body = _parse(ThreadRename, await _body(request, agents.settings.agent_max_body_bytes))
+    summary = await agents.rename_thread(thread_id, body.title)
+    return Response(summary.model_dump_json(by_alias=True), media_type="application/json")
 
 
 @api.get(

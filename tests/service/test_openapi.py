@@ -175,7 +175,7 @@ def test_every_refusal_is_documented_as_the_error_body() -> None:
             if status.startswith(("4", "5")) and name != "GET /readyz":
                 body = response["content"]["application/json"]["schema"]
                 assert body == {"$ref": ERROR_REF}, (name, status)
-        if name.startswith(("GET /api", "POST /api", "DELETE /api", "GET /metrics")):
+        if name.startswith(("GET /api", "POST /api", "PATCH /api", "DELETE /api", "GET /metrics")):
             assert "401" in operation["responses"], name
             assert operation["security"] == [{"AgentApiKey": []}], name
 
@@ -194,6 +194,8 @@ def test_each_route_documents_what_it_answers() -> None:
         "202", "404", "409", "422"
     }  # fmt: skip
     assert responses["DELETE /api/threads/{thread_id}"] == {"204", "409", "422"}
+    assert responses["GET /api/threads"] == {"200", "404", "422"}
+    assert responses["PATCH /api/threads/{thread_id}"] == {"200", "400", "404", "413", "422"}
     assert responses["GET /readyz"] == {"200", "503"}
     assert "404" not in responses["GET /metrics"]  # metrics on: never a 404
     assert "404" in {s for s in _metrics_responses(agent_metrics=False)}
@@ -228,6 +230,8 @@ def test_hand_parsed_bodies_keep_their_schemas() -> None:
     chat = paths["/api/chat"]["post"]["requestBody"]["content"]
     assert agents["application/json"]["schema"] == {"$ref": "#/components/schemas/RunAgentInput"}
     assert chat["application/json"]["schema"] == {"$ref": "#/components/schemas/ChatRequest"}
+    rename = paths["/api/threads/{thread_id}"]["patch"]["requestBody"]["content"]
+    assert rename["application/json"]["schema"]["required"] == ["title"]
 
 
 def test_odd_parameters_and_unknown_paths_answer_the_error_body() -> None:

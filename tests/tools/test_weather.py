@@ -61,6 +61,7 @@ async def test_report_carries_current_values_and_three_days(meteo: FakeOpenMeteo
     assert report.count("\n- ") == 3
     daily = expected["daily"]
     assert f"{daily['temperature_2m_min'][0]}~{daily['temperature_2m_max'][0]}°C" in report
+    assert f"降水量 {daily['precipitation_sum'][0]} mm" in report
     assert meteo.forecast_requests[0]["timezone"] == "auto"
 
 

@@ -34,7 +34,15 @@ from mcp.types import (
     Tool,
 )
 
-from tools.mcp.tushare_result import readable
+from tools.mcp.tushare_result import (
+    BAR_FREQS,
+    Table,
+    bars_data,
+    parse_data,
+    parse_text,
+    readable,
+    render,
+)
 
 logger = logging.getLogger("react_agent.tushare_mcp")
 
@@ -122,13 +130,19 @@ def _reason(exc: BaseException) -> str:
     return f"{type(leaf).__name__}: {text}" if text else type(leaf).__name__
 
 
-def _block_text(block: ContentBlock) -> str:
+def _raw_text(block: ContentBlock) -> str | None:
+    """The text a block carries (text blocks, embedded text resources), else None."""
     if isinstance(block, TextContent):
-        return readable(block.text)
+        return block.text
+    if isinstance(block, EmbeddedResource) and isinstance(block.resource, TextResourceContents):
+        return block.resource.text
+    return None
+
+
+def _block_text(block: ContentBlock) -> str:
+    """What the model reads for a block without text: a short description."""
     if isinstance(block, EmbeddedResource):
         resource = block.resource
-        if isinstance(resource, TextResourceContents):
-            return readable(resource.text)
         if isinstance(resource, BlobResourceContents):
             mime = resource.mimeType or "application/octet-stream"
             return f"[资源 {resource.uri}（{mime}，base64 {len(resource.blob)} 字符）]"
@@ -141,28 +155,59 @@ def _block_text(block: ContentBlock) -> str:
     return f"[{getattr(block, 'type', type(block).__name__)} 内容]"
 
 
-def format_result(result: CallToolResult) -> str:
-    """One string for the model: every content block, rows made readable; errors `错误:`."""
-    parts = [text for text in map(_block_text, result.content) if text]
+def read_result(result: CallToolResult) -> tuple[str, list[Table]]:
+    """The result as the model reads it (`format_result`), and the tables it held.
+
+    Each text block is parsed once, for both: the rows rendered for the model, the
+    tables kept for the chart data of `chart_data` (none from an error answer).
+    """
+    parts: list[str] = []
+    tables: list[Table] = []
+    for block in result.content:
+        raw = _raw_text(block)
+        if raw is None:
+            text = _block_text(block)
+        else:
+            parsed = parse_text(raw)
+            text = raw if parsed is None else render(parsed)
+            if isinstance(parsed, Table):
+                tables.append(parsed)
+        if text:
+            parts.append(text)
     if not parts and result.structuredContent is not None:
         parts = [readable(json.dumps(result.structuredContent, ensure_ascii=False))]
+        parsed = parse_data(result.structuredContent)
+        if isinstance(parsed, Table):
+            tables.append(parsed)
     text = "\n".join(parts)
     if result.isError:
-        return text if text.startswith("错误") else ERROR_PREFIX + (text or EMPTY_RESULT)
-    return text or EMPTY_RESULT
+        return (text if text.startswith("错误") else ERROR_PREFIX + (text or EMPTY_RESULT)), []
+    return text or EMPTY_RESULT, tables
+
+
+def format_result(result: CallToolResult) -> str:
+    """One string for the model: every content block, rows made readable; errors `错误:`."""
+    return read_result(result)[0]
+
+
+def chart_data(name: str, arguments: dict[str, Any], tables: list[Table]) -> dict[str, Any] | None:
+    """Chart data for clients from a call's tables (price bars), or None.
+
+    The frequency is the tool's name (`daily`, `weekly`, `monthly`), or the `api_name`
+    of a server's generic query tool.
+    """
+    api_name = arguments.get("api_name")
+    freq = name if name in BAR_FREQS else api_name if isinstance(api_name, str) else None
+    for table in tables:
+        data = bars_data(table, freq)
+        if data is not None:
+            return data
+    return None
 
 
 def result_text(result: CallToolResult) -> str:
     """The raw text of a result's text blocks (for parsing, not for the model)."""
-    texts = []
-    for block in result.content:
-        if isinstance(block, TextContent):
-            texts.append(block.text)
-        elif isinstance(block, EmbeddedResource) and isinstance(
-            block.resource, TextResourceContents
-        ):
-            texts.append(block.resource.text)
-    return "\n".join(texts)
+    return "\n".join(text for text in map(_raw_text, result.content) if text is not None)
 
 
 async def _list_all_tools(session: ClientSession) -> list[Tool]:
@@ -335,17 +380,20 @@ class TushareMcp:
     def _langchain_tool(self, tool: Tool) -> BaseTool:
         name = tool.name
 
-        async def call(**arguments: Any) -> str:
+        async def call(**arguments: Any) -> tuple[str, dict[str, Any] | None]:
             # Models send null for optional arguments; Tushare wants them absent.
             given = {key: value for key, value in arguments.items() if value is not None}
             try:
                 result = await self.call_tool(name, given)
             except TushareMcpError as exc:
                 raise ToolException(str(exc)) from None  # a failed call, as data
-            text = self.scrub(format_result(result))
+            text, tables = read_result(result)
+            text = self.scrub(text)
             if result.isError:  # the server's own error answer
                 raise ToolException(text)
-            return text
+            # The text is what the model reads; the chart data (the ToolMessage's
+            # artifact) goes to clients only.
+            return text, chart_data(name, given, tables)
 
         return StructuredTool(
             name=name,
@@ -354,4 +402,5 @@ class TushareMcp:
             coroutine=call,
             metadata={"mcp_server": self.display_url},
             handle_tool_error=True,  # the message becomes the result, with status "error"
+            response_format="content_and_artifact",
         )

@@ -8,7 +8,9 @@ array of row objects, `{"fields": [...], "items": [[...]]}` (possibly nested und
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 MAX_RENDERED_ROWS = 200
@@ -20,6 +22,11 @@ TRUNCATED_FOOTER = "（共 {count} 行，仅显示前 {shown} 行；请缩小日
 
 # Keys under which an envelope may nest the table.
 _NESTED_KEYS = ("data", "items", "rows", "result", "records")
+
+# Price bars for charts: rows with these fields carry them, at most this many (the latest).
+BAR_FIELDS = ("trade_date", "open", "high", "low", "close")
+MAX_BARS = 1000
+BAR_FREQS = ("daily", "weekly", "monthly")
 
 
 @dataclass(frozen=True)
@@ -105,3 +112,66 @@ def readable(text: str) -> str:
     """`text` rendered as rows when it holds a known shape, else unchanged."""
     parsed = parse_text(text)
     return text if parsed is None else render(parsed)
+
+
+def _number(value: Any) -> float | None:
+    """`value` as a finite float (numbers or numeric strings), else None."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _iso_date(value: Any) -> str | None:
+    """A Tushare date (`YYYYMMDD`, or already `YYYY-MM-DD`) as `YYYY-MM-DD`, else None."""
+    text = str(value or "").strip()
+    if len(text) not in (8, 10):  # strptime takes one-digit months and days too
+        return None
+    for form in ("%Y%m%d", "%Y-%m-%d"):
+        try:
+            return datetime.strptime(text, form).date().isoformat()
+        except ValueError:
+            continue
+    return None
+
+
+def bars_data(table: Table, freq: str | None = None) -> dict[str, Any] | None:
+    """The table's price bars as chart data, or None when it holds none.
+
+    `{"kind": "bars", "tsCode", "freq", "bars": [{"time", "open", "high", "low", "close",
+    "volume"}]}`: one stock (the first row's), ascending by date, one bar per date (charts
+    refuse repeated times), the latest MAX_BARS. Rows missing a date or a price are left out.
+    """
+    if not set(BAR_FIELDS) <= set(table.fields) or not table.rows:
+        return None
+    code = table.rows[0].get("ts_code")
+    by_date: dict[str, dict[str, Any]] = {}
+    for row in table.rows:
+        if row.get("ts_code") != code:
+            continue
+        day = _iso_date(row.get("trade_date"))
+        prices = [_number(row.get(name)) for name in ("open", "high", "low", "close")]
+        if day is None or any(price is None for price in prices):
+            continue
+        open_, high, low, close = prices
+        volume = _number(row.get("vol"))
+        by_date[day] = {
+            "time": day,
+            "open": open_,
+            "high": high,
+            "low": low,
+            "close": close,
+            "volume": volume,
+        }
+    if not by_date:
+        return None
+    bars = [by_date[day] for day in sorted(by_date)][-MAX_BARS:]
+    return {
+        "kind": "bars",
+        "tsCode": code if isinstance(code, str) and code else None,
+        "freq": freq if freq in BAR_FREQS else None,
+        "bars": bars,
+    }

@@ -1,0 +1,185 @@
+"""Structured tool results for clients: price bars and forecasts in `metadata.data`.
+
+A real `react-agent serve` on the LLM, Open-Meteo and Tushare MCP doubles. A tool's data
+reaches clients in its TOOL_CALL_RESULT event and in the thread view, and never the
+model: the next model request holds the text only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.doubles import tushare_data
+from tests.doubles.llm import ScriptedLLM, text, tool_call
+from tests.doubles.open_meteo import BEIJING, FakeOpenMeteo, forecast_values
+from tests.doubles.tushare_mcp import TushareMCP
+from tests.processes import ServerProcess
+from tests.service.conftest import Api, Stream, run_body, server_env
+
+TOKEN = "tushare-token-tool-data-7c1e"
+CODE = "000001.SZ"
+# January 2024 has 22 weekdays from the data set's first day (2 January) on.
+JANUARY = {"ts_code": CODE, "start_date": "20240101", "end_date": "20240131"}
+
+
+@pytest.fixture(scope="module")
+def mcp() -> Iterator[TushareMCP]:
+    with TushareMCP(token=TOKEN) as double:
+        yield double
+
+
+@pytest.fixture(scope="module")
+def data_server(
+    _llm_server: ScriptedLLM,
+    _meteo_server: FakeOpenMeteo,
+    mcp: TushareMCP,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[ServerProcess]:
+    env = server_env(
+        _llm_server,
+        _meteo_server,
+        tmp_path_factory.mktemp("tool-data"),
+        TUSHARE_MCP_URL=mcp.url,
+        TUSHARE_TOKEN=TOKEN,
+    )
+    process = ServerProcess(env)
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def api(data_server: ServerProcess) -> Iterator[Api]:
+    client = Api(data_server)
+    yield client
+    client.close()
+
+
+def result_of(stream: Stream) -> dict[str, Any]:
+    [result] = stream.of("TOOL_CALL_RESULT")
+    return result
+
+
+def tool_message(api: Api, thread_id: str) -> dict[str, Any]:
+    view = api.http.get(f"/api/threads/{thread_id}")
+    assert view.status_code == 200, view.text
+    [message] = [m for m in view.json()["messages"] if m["role"] == "tool"]
+    return message
+
+
+def model_tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for m in request["messages"] if m["role"] == "tool"]
+
+
+def test_a_daily_call_carries_its_bars_to_clients_but_not_to_the_model(
+    api: Api, llm: ScriptedLLM, thread_id: str
+) -> None:
+    llm.script(tool_call("daily", JANUARY), text("平安银行一月走势平稳。"))
+    expected = list(reversed(tushare_data.select_bars(tushare_data.daily_rows(CODE), **_dates())))
+    assert len(expected) == 22, "the date range gives 22 trading days"
+
+    stream = api.run("tushare", run_body(thread_id, ("u1", "看看平安银行一月的日线")))
+
+    assert stream.last["outcome"] == {"type": "success"}, stream.events
+    result = result_of(stream)
+    data = result["metadata"]["data"]
+    assert result["metadata"]["outcome"] == "ok"
+    assert data["kind"] == "bars"
+    assert data["tsCode"] == CODE
+    assert data["freq"] == "daily"
+    bars = data["bars"]
+    assert len(bars) == 22
+    assert [bar["time"] for bar in bars] == sorted(bar["time"] for bar in bars)
+    assert bars[0]["time"] == "2024-01-02" and bars[-1]["time"] == "2024-01-31"
+    assert [(b["open"], b["high"], b["low"], b["close"], b["volume"]) for b in bars] == [
+        (row["open"], row["high"], row["low"], row["close"], row["vol"]) for row in expected
+    ]
+    assert tool_message(api, thread_id)["metadata"] == result["metadata"]
+    _, after_tool = llm.requests
+    [seen] = model_tool_messages(after_tool)
+    assert seen["content"] == result["content"], "the model reads the text as before"
+    assert seen["content"].startswith("ts_code | trade_date | open | high | low | close")
+    sent = json.dumps(after_tool, ensure_ascii=False)
+    assert "2024-01-02" not in sent and '"bars"' not in sent, "no chart data reaches the model"
+
+
+def test_a_table_without_prices_carries_no_data(api: Api, llm: ScriptedLLM, thread_id: str) -> None:
+    llm.script(tool_call("stock_basic", {"name": "平安"}), text("找到了。"))
+
+    stream = api.run("tushare", run_body(thread_id, ("u1", "平安有哪些股票")))
+
+    result = result_of(stream)
+    assert "平安银行" in result["content"]
+    assert result["metadata"] == {"outcome": "ok"}
+    assert tool_message(api, thread_id)["metadata"] == {"outcome": "ok"}
+
+
+def test_a_weather_call_carries_its_forecast_with_three_days(
+    api: Api, llm: ScriptedLLM, meteo: FakeOpenMeteo, thread_id: str
+) -> None:
+    llm.script(tool_call("get_weather", {"location": "北京"}), text("北京今天不错。"))
+    expected = forecast_values(BEIJING.latitude, BEIJING.longitude)
+
+    stream = api.run("weather", run_body(thread_id, ("u1", "北京天气")))
+
+    result = result_of(stream)
+    data = result["metadata"]["data"]
+    now = expected["current"]
+    daily = expected["daily"]
+    assert data["kind"] == "forecast"
+    assert data["location"] == "北京（北京市，中国）"
+    assert result["content"].startswith(data["location"])
+    assert data["current"] == {
+        "temperature": now["temperature_2m"],
+        "apparentTemperature": now["apparent_temperature"],
+        "humidity": now["relative_humidity_2m"],
+        "windSpeed": now["wind_speed_10m"],
+        "weatherCode": now["weather_code"],
+        "description": data["current"]["description"],
+    }
+    assert data["current"]["description"] in result["content"]
+    days = data["days"]
+    assert len(days) == 3
+    assert [d["date"] for d in days] == [d[2:].split("：")[0] for d in _day_lines(result)]
+    assert [(d["min"], d["max"], d["precipitation"], d["weatherCode"]) for d in days] == [
+        (
+            daily["temperature_2m_min"][i],
+            daily["temperature_2m_max"][i],
+            daily["precipitation_sum"][i],
+            daily["weather_code"][i],
+        )
+        for i in range(3)
+    ]
+    assert data["units"] == {"temperature": "°C", "precipitation": "mm", "windSpeed": "km/h"}
+    assert tool_message(api, thread_id)["metadata"] == result["metadata"]
+    assert meteo.forecast_requests[0]["daily"].split(",")[-1] == "precipitation_sum"
+    [seen] = model_tool_messages(llm.requests[1])
+    assert seen["content"] == result["content"]
+    assert '"forecast"' not in json.dumps(llm.requests[1], ensure_ascii=False)
+
+
+def test_a_failed_tool_call_carries_no_data(
+    api: Api, llm: ScriptedLLM, meteo: FakeOpenMeteo, thread_id: str
+) -> None:
+    meteo.fail_forecast(429)
+    llm.script(tool_call("get_weather", {"location": "北京"}), text("天气服务忙。"))
+
+    stream = api.run("weather", run_body(thread_id, ("u1", "北京天气")))
+
+    result = result_of(stream)
+    assert result["metadata"] == {"outcome": "error"}
+    assert "HTTP 429" in result["content"]
+    view = tool_message(api, thread_id)
+    assert view["metadata"] == {"outcome": "error"}
+    assert view["error"] == result["content"]
+
+
+def _dates() -> dict[str, str]:
+    return {"start_date": JANUARY["start_date"], "end_date": JANUARY["end_date"]}
+
+
+def _day_lines(result: dict[str, Any]) -> list[str]:
+    return [line for line in result["content"].splitlines() if line.startswith("- ")]
