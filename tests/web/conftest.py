@@ -2,17 +2,20 @@
 `react-agent serve` process wired to the LLM, Open-Meteo and Tushare MCP doubles.
 
 One server serves the whole session; every test opens a fresh browser context (so a
-fresh localStorage, hence a new thread), and the doubles are reset between tests.
+fresh localStorage, hence a new thread), starts with no threads on the server (the
+sidebar lists the server's), and the doubles are reset between tests.
 """
 
 from __future__ import annotations
 
 import re
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from playwright.sync_api import (
     Browser,
@@ -152,16 +155,24 @@ def artifacts() -> Path:
     return ARTIFACTS
 
 
-class Chat:
-    """The chat page, in the words a user would use."""
+# The page's own words the helpers below look for, per UI language (web/src/i18n.ts).
+WORDS = {
+    "zh": {"agent": "智能体", "message": "消息", "stop": "停止"},
+    "en": {"agent": "Agent", "message": "Message", "stop": "Stop"},
+}
 
-    def __init__(self, page: Page, artifacts: Path) -> None:
+
+class Chat:
+    """The chat page, in the words a user would use (`lang`: the page's UI language)."""
+
+    def __init__(self, page: Page, artifacts: Path, lang: str = "zh") -> None:
         self.page = page
         self.artifacts = artifacts
+        self.words = WORDS[lang]
 
     def open(self, graph: str = "weather") -> Chat:
         self.page.goto("/")
-        picker = self.page.get_by_label("智能体", exact=True)
+        picker = self.page.get_by_label(self.words["agent"], exact=True)
         expect(picker.locator(f'option[value="{graph}"]')).to_have_count(1)
         if picker.input_value() != graph:
             picker.select_option(graph)
@@ -170,7 +181,7 @@ class Chat:
 
     @property
     def composer(self) -> Locator:
-        return self.page.get_by_label("消息", exact=True)
+        return self.page.get_by_label(self.words["message"], exact=True)
 
     def send(self, text: str) -> None:
         self.composer.fill(text)
@@ -194,7 +205,7 @@ class Chat:
 
     @property
     def stop_button(self) -> Locator:
-        return self.page.get_by_role("button", name="停止")
+        return self.page.get_by_role("button", name=self.words["stop"], exact=True)
 
     def wait_idle(self) -> None:
         expect(self.stop_button).to_be_hidden()
@@ -206,20 +217,72 @@ class Chat:
         assert isinstance(value, str) and value
         return value
 
-    def shot(self, name: str) -> Path:
+    def shot(self, name: str, of: Locator | None = None) -> Path:
+        """A screenshot artifact of the page (or of the element `of`)."""
         path = self.artifacts / f"{name}.png"
-        self.page.screenshot(path=str(path), animations="disabled")
+        (of or self.page).screenshot(path=str(path), animations="disabled")
         return path
 
 
+def forget_all_threads(server: ServerProcess, within_s: float = 10.0) -> None:
+    """Delete every thread the server lists (the sidebar shows them all).
+
+    A thread whose run a previous test left ending (a released hang) refuses deletion
+    with 409 for a moment: its runs are cancelled and the delete tried again.
+    """
+    deadline = time.monotonic() + within_s
+    with httpx.Client(base_url=server.url, timeout=5) as client:
+        while threads := client.get("/api/threads", params={"limit": 200}).json():
+            for thread in threads:
+                thread_id = thread["threadId"]
+                if client.delete(f"/api/threads/{thread_id}").status_code != 409:
+                    continue
+                for run in client.get(f"/api/threads/{thread_id}/runs").json():
+                    if run["status"] in ("queued", "running"):
+                        client.post(f"/api/threads/{thread_id}/runs/{run['runId']}/cancel")
+            if time.monotonic() > deadline:
+                pytest.fail(f"threads left on the server: {threads}")
+            time.sleep(0.05)
+
+
 @pytest.fixture
-def chat(page: Page, artifacts: Path, server: ServerProcess) -> Iterator[Chat]:
+def no_threads(server: ServerProcess) -> None:
+    """The server starts the test with no threads."""
+    forget_all_threads(server)
+
+
+@pytest.fixture
+def chat(page: Page, artifacts: Path, server: ServerProcess, no_threads: None) -> Iterator[Chat]:
     """The page; at the end, no uncaught script error may have happened on it."""
     page.set_default_timeout(15_000)
     expect.set_options(timeout=15_000)
     crashes: list[str] = []
     page.context.on("weberror", lambda error: crashes.append(str(error.error)))
     yield Chat(page, artifacts)
+    assert crashes == []
+
+
+@pytest.fixture
+def new_chat(
+    browser: Browser, browser_context_args: dict[str, Any], artifacts: Path, no_threads: None
+) -> Iterator[Callable[..., Chat]]:
+    """Another page in a context of its own: `new_chat(locale="en-US", color_scheme="dark",
+    viewport={...})`. Like `chat`, no uncaught script error may happen on it."""
+    contexts: list[Any] = []
+    crashes: list[str] = []
+
+    def make(lang: str | None = None, **overrides: Any) -> Chat:
+        context = browser.new_context(**{**browser_context_args, **overrides})
+        context.on("weberror", lambda error: crashes.append(str(error.error)))
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(15_000)
+        locale = str(overrides.get("locale", browser_context_args["locale"]))
+        return Chat(page, artifacts, lang or ("zh" if locale.startswith("zh") else "en"))
+
+    yield make
+    for context in contexts:
+        context.close()
     assert crashes == []
 
 

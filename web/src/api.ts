@@ -1,8 +1,9 @@
 // The plain JSON routes of the service, the event stream of a run already under way,
 // and one way to turn any failure (HTTP status, network loss, a refused request from
-// HttpAgent, a RUN_ERROR event) into a readable Chinese message.
+// HttpAgent, a RUN_ERROR event) into a readable message in the page's language.
 
 import { HttpAgent, type Interrupt, type Message } from "@ag-ui/client";
+import { t } from "./i18n";
 import { apiKey } from "./store";
 
 export interface GraphInfo {
@@ -18,6 +19,17 @@ export interface ThreadView {
 }
 
 export type RunStatus = "queued" | "running" | "interrupted" | "success" | "error" | "cancelled";
+
+const RUN_STATUSES = new Set<string>(["queued", "running", "interrupted", "success", "error", "cancelled"]);
+
+/** A thread as `GET /api/threads` lists it: the state of its latest run in `status`. */
+export interface ThreadSummary {
+  threadId: string;
+  graphId: string;
+  title: string;
+  updatedAt: number; // ms since the epoch
+  status: RunStatus | null;
+}
 
 /** A run as the server records it (`GET /api/threads/{id}/runs`). */
 export interface RunRecord {
@@ -98,6 +110,38 @@ export async function getThread(threadId: string): Promise<ThreadView | null> {
     if (err instanceof HttpError && err.status === 404) return null;
     throw err;
   }
+}
+
+function summaryOf(value: unknown): ThreadSummary | null {
+  if (typeof value !== "object" || value === null) return null;
+  const v = value as Record<string, unknown>;
+  if (typeof v.threadId !== "string" || typeof v.graphId !== "string") return null;
+  const updated = typeof v.updatedAt === "string" ? Date.parse(v.updatedAt) : NaN;
+  return {
+    threadId: v.threadId,
+    graphId: v.graphId,
+    title: typeof v.title === "string" ? v.title : "",
+    updatedAt: Number.isFinite(updated) ? updated : 0,
+    status: typeof v.status === "string" && RUN_STATUSES.has(v.status) ? (v.status as RunStatus) : null,
+  };
+}
+
+/** The server's threads (of `graphId`, or of every agent), newest first. */
+export async function listThreads(graphId: string | null, limit = 50): Promise<ThreadSummary[]> {
+  const query = new URLSearchParams({ limit: String(limit) });
+  if (graphId) query.set("graph", graphId);
+  const body: unknown = await (await request(`/api/threads?${query}`)).json();
+  return Array.isArray(body) ? body.map(summaryOf).filter((s): s is ThreadSummary => s !== null) : [];
+}
+
+/** Give a thread a new title; the server's summary of it comes back. */
+export async function renameThread(threadId: string, title: string): Promise<ThreadSummary | null> {
+  const response = await request(`/api/threads/${encodeURIComponent(threadId)}`, {
+    method: "PATCH",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ title }),
+  });
+  return summaryOf(await response.json().catch(() => null));
 }
 
 function runsPath(threadId: string, runId?: string): string {
@@ -194,40 +238,37 @@ export function describeFailure(err: unknown): Failure {
   const { status, payload } = statusOf(err);
   if (status === undefined) {
     if (err instanceof TypeError || (err instanceof Error && /network|fetch|load failed/i.test(err.message))) {
-      return { kind: "network", text: "网络连接中断：无法连接到服务，请检查服务是否在运行后重试。" };
+      return { kind: "network", text: t.networkDown };
     }
     const message = err instanceof Error ? err.message : String(err);
-    return { kind: "server", text: `请求失败：${message}` };
+    return { kind: "server", text: t.requestFailed(message) };
   }
   const said = serverMessage(payload);
-  const suffix = said ? `（${said}）` : "";
+  const suffix = t.said(said);
   if (status === 401 || status === 403) {
-    return { kind: "auth", status, text: `未授权：请在「设置」中填写正确的 API Key。${suffix}` };
+    return { kind: "auth", status, text: t.unauthorized(suffix) };
   }
-  if (status === 409) {
-    return { kind: "conflict", status, text: `请求冲突：${said || "该会话正在运行或状态已变化"}` };
-  }
-  if (status === 413) return { kind: "refused", status, text: `内容过大，服务拒绝接收。${suffix}` };
+  if (status === 409) return { kind: "conflict", status, text: t.conflict(said) };
+  if (status === 413) return { kind: "refused", status, text: t.tooLarge(suffix) };
   if (status >= 400 && status < 500) {
-    return { kind: "refused", status, text: `服务拒绝了请求：${said || `HTTP ${status}`}` };
+    return { kind: "refused", status, text: t.refused(said || `HTTP ${status}`) };
   }
-  return { kind: "server", status, text: `服务出错（HTTP ${status}）${suffix}` };
+  return { kind: "server", status, text: t.serverError(status, suffix) };
 }
 
 // RUN_ERROR codes whose server message is not meant for the page's readers (it is
-// written for whoever runs the server, in English); each gets its own Chinese text.
+// written for whoever runs the server, in English); each gets its own text here.
 // Other codes keep the server's message, which is written to be shown as it is.
 const RUN_ERROR_TEXT: Record<string, (message: string) => string> = {
   model_not_configured: (message) => {
     // "OPENAI_API_KEY is not set: export OPENAI_API_KEY (...)": the variable it names.
     const variable = /\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b/.exec(message)?.[0];
-    const missing = variable ?? "OPENAI_API_KEY 和 OPENAI_MODEL";
-    return `模型未配置：服务端需要设置环境变量 ${missing}（或写入 .env），设置后重启服务再试。`;
+    return t.modelNotConfigured(variable ?? t.modelVariables);
   },
 };
 
 /** A readable description of a RUN_ERROR event, chosen by its `code`. */
 export function describeRunError(code: string | undefined, message: string): Failure {
   const explain = code ? RUN_ERROR_TEXT[code] : undefined;
-  return { kind: "server", text: `运行出错：${explain ? explain(message) : message}` };
+  return { kind: "server", text: t.runError(explain ? explain(message) : message) };
 }

@@ -4,6 +4,7 @@
 
 import type { Interrupt } from "@ag-ui/client";
 import { h, uid } from "./dom";
+import { t } from "./i18n";
 
 export interface Option {
   label: string;
@@ -31,16 +32,16 @@ export interface InterruptHandlers {
 const TYPES = new Set(["input", "select", "multi_select", "confirm"]);
 
 const BADGES: Record<Payload["type"], string> = {
-  input: "需要你的输入",
-  select: "请选择一项",
-  multi_select: "可多选",
-  confirm: "需要你的确认",
+  input: t.badgeInput,
+  select: t.badgeSelect,
+  multi_select: t.badgeMulti,
+  confirm: t.badgeConfirm,
 };
 
 const RISKS: Record<string, string> = {
-  safe: "安全",
-  sensitive: "敏感操作",
-  destructive: "高危操作",
+  safe: t.riskSafe,
+  sensitive: t.riskSensitive,
+  destructive: t.riskDestructive,
 };
 
 function asOptions(value: unknown): Option[] {
@@ -65,7 +66,7 @@ export function payloadOf(interrupt: Interrupt): Payload {
   const args = p.args && typeof p.args === "object" ? (p.args as Record<string, unknown>) : undefined;
   return {
     type,
-    message: String(p.message ?? interrupt.message ?? "请回答"),
+    message: String(p.message ?? interrupt.message ?? t.pleaseAnswer),
     placeholder: typeof p.placeholder === "string" ? p.placeholder : undefined,
     options: asOptions(p.options),
     min: typeof p.min === "number" ? p.min : 1,
@@ -154,15 +155,15 @@ export class InterruptControl {
         type: "text",
         name: "value",
         autocomplete: "off",
-        placeholder: p.placeholder || "输入你的回答",
+        placeholder: p.placeholder || t.yourAnswer,
         "aria-required": "true",
       },
       on: { input: () => this.refresh() },
     });
     this.fields.push(input);
     this.validity = () => input.value.trim().length > 0;
-    this.submitButton.textContent = "提交";
-    this.cancelButton.textContent = "取消";
+    this.submitButton.textContent = t.submit;
+    this.cancelButton.textContent = t.cancel;
     return [h("label", { class: "interrupt-message", text: p.message, attrs: { for: id } }), input];
   }
 
@@ -206,15 +207,15 @@ export class InterruptControl {
     });
     const checked = () => this.fields.filter((f) => f.checked).length;
     this.validity = () => (multi ? checked() >= min : checked() === 1);
-    this.submitButton.textContent = "提交";
-    this.cancelButton.textContent = "取消";
+    this.submitButton.textContent = t.submit;
+    this.cancelButton.textContent = t.cancel;
     const legend = h("legend", { class: "interrupt-message", text: p.message });
     const hint = multi
-      ? h("p", { class: "choice-hint" }, `至少选择 ${min} 项 · `, counter)
+      ? h("p", { class: "choice-hint" }, t.atLeast(min), counter)
       : null;
     if (multi) {
       const update = () => {
-        counter.textContent = `已选 ${checked()} 项`;
+        counter.textContent = t.chosen(checked());
       };
       update();
       this.fields.forEach((f) => f.addEventListener("change", update));
@@ -232,18 +233,18 @@ export class InterruptControl {
 
   private buildConfirm(p: Payload): HTMLElement[] {
     const risk = p.risk ?? "sensitive";
-    this.submitButton.textContent = risk === "destructive" ? "确认执行" : "批准执行";
+    this.submitButton.textContent = risk === "destructive" ? t.approveDestructive : t.approve;
     this.submitButton.className = risk === "destructive" ? "btn btn-danger" : "btn btn-primary";
-    this.cancelButton.textContent = "拒绝";
+    this.cancelButton.textContent = t.decline;
     const rows: HTMLElement[] = [h("p", { class: "interrupt-message", text: p.message })];
     if (p.tool || p.risk) {
       rows.push(
         h(
           "dl",
           { class: "confirm-facts" },
-          p.tool ? h("dt", { text: "工具" }) : null,
+          p.tool ? h("dt", { text: t.tool }) : null,
           p.tool ? h("dd", {}, h("code", { class: "tool-name", text: p.tool })) : null,
-          h("dt", { text: "风险" }),
+          h("dt", { text: t.risk }),
           h(
             "dd",
             {},
@@ -257,7 +258,7 @@ export class InterruptControl {
         h(
           "div",
           { class: "confirm-args" },
-          h("div", { class: "tool-section-title", text: "参数" }),
+          h("div", { class: "tool-section-title", text: t.args }),
           h("pre", { class: "tool-pre", text: JSON.stringify(p.args, null, 2) }),
         ),
       );
@@ -276,14 +277,14 @@ export class InterruptControl {
     if (this.busy) return;
     const p = this.payload;
     if (p.type === "confirm") {
-      this.handlers.answer(this, true, "已批准");
+      this.handlers.answer(this, true, t.approved);
       return;
     }
     if (!this.validity()) {
       const hint = {
-        input: "请先填写回答",
-        select: "请先选择一项",
-        multi_select: `请至少选择 ${Math.max(0, p.min ?? 1)} 项`,
+        input: t.needAnswer,
+        select: t.needChoice,
+        multi_select: t.needChoices(Math.max(0, p.min ?? 1)),
         confirm: "",
       }[p.type];
       this.showError(hint);
@@ -297,12 +298,12 @@ export class InterruptControl {
     const chosen = this.fields.filter((f) => f.checked).map((f) => f.value);
     const labels = chosen.map((v) => p.options?.find((o) => o.value === v)?.label ?? v);
     if (p.type === "select") this.handlers.answer(this, chosen[0], labels[0]);
-    else this.handlers.answer(this, chosen, labels.join("、"));
+    else this.handlers.answer(this, chosen, labels.join(t.listSep));
   }
 
   private onCancel(): void {
     if (this.busy) return;
-    if (this.payload.type === "confirm") this.handlers.answer(this, false, "已拒绝");
+    if (this.payload.type === "confirm") this.handlers.answer(this, false, t.declined);
     else this.handlers.cancel(this);
   }
 
@@ -334,11 +335,11 @@ export class InterruptControl {
   }
 
   /** The answer was taken: the question stays, the control becomes a one-line record. */
-  markAnswered(summary: string): void {
+  markAnswered(summary: string, cancelled = false): void {
     this.busy = true;
     this.el.classList.remove("is-busy");
     this.el.classList.add("is-answered");
-    this.badge.textContent = summary === "已取消" ? "已取消" : "已回答";
+    this.badge.textContent = cancelled ? t.cancelled : t.answered;
     this.showError("");
     this.status.textContent = "";
     this.actions.remove();

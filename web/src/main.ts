@@ -1,6 +1,8 @@
 // The page controller: AG-UI runs over @ag-ui/client's HttpAgent against
 // POST /api/agents/{graph_id}; threads restored from GET /api/threads/{id}, and a run
 // still under way there followed again from its recorded events (.../runs/{id}/stream).
+// The sidebar lists the server's threads (GET /api/threads, read again every few
+// seconds while the page is visible), so threads made elsewhere show up with their state.
 
 import {
   HttpAgent,
@@ -23,33 +25,44 @@ import {
   isActive,
   listGraphs,
   listRuns,
+  listThreads,
+  renameThread,
   RunStream,
   type Failure,
   type GraphInfo,
   type RunRecord,
+  type ThreadSummary,
   type ThreadView,
 } from "./api";
 import { byId } from "./dom";
+import { applyStatic, t } from "./i18n";
 import { InterruptControl, type InterruptHandlers } from "./interrupts";
-import { renderGraphs, renderThreads } from "./sidebar";
+import { badgeOf, renderGraphs, ThreadList } from "./sidebar";
 import * as store from "./store";
-import type { ThreadEntry } from "./store";
+import type { ThreadEntry, ThreadStatus } from "./store";
+import { toolDataOf } from "./tooldata";
 import { ConversationView, isAskTool, outcomeOf } from "./view";
 import "./style.css";
 
+applyStatic();
+
 const STEP_TEXT: Record<string, string> = {
-  agent: "正在思考…",
-  tools: "正在执行工具…",
+  agent: t.thinking,
+  tools: t.runningTools,
 };
 
 const RETRY_BUSY_MS = 250;
 const RETRY_BUSY_ATTEMPTS = 24;
 const RETRY_BUSY_WINDOW_MS = 8000;
 
-const PLACEHOLDER = "输入消息，Enter 发送，Shift+Enter 换行";
-const PLACEHOLDER_SHORT = "输入消息";
-const PLACEHOLDER_WAITING = "请先回答上面的问题，或点「取消」";
-const PLACEHOLDER_WAITING_SHORT = "请先回答上面的问题";
+// How often the sidebar reads the server's thread list while the page is visible.
+const THREADS_POLL_MS = 4000;
+const THREADS_LIMIT = 50;
+// A thread this page just started may not be in a list read a moment earlier.
+const NEW_THREAD_GRACE_MS = 30_000;
+// A thread's state this page saw itself wins over the server's list for this long.
+const LOCAL_STATUS_MS = 1500;
+
 const narrow = window.matchMedia("(max-width: 520px)");
 
 const ui = {
@@ -87,6 +100,7 @@ const view = new ConversationView(ui.messages, ui.conversation);
 interface Answer {
   entry: ResumeEntry;
   summary: string;
+  cancelled: boolean;
 }
 
 const state = {
@@ -100,19 +114,100 @@ const state = {
   loading: 0,
   controls: new Map<string, InterruptControl>(),
   answers: new Map<string, Answer>(),
+  // Threads this page started, by when: kept in the list until the server lists them.
+  started: new Map<string, number>(),
+  // When this page last learnt a thread's state itself: server lists read before that
+  // are older news for that thread.
+  statusAt: new Map<string, number>(),
+  listing: false,
 };
 
 // --- threads -----------------------------------------------------------------------
 
+const threadList = new ThreadList(ui.threadList, ui.threadEmpty, {
+  open: (entry) => {
+    closeSidebar();
+    if (entry.id !== state.current?.id) void openThread(entry);
+  },
+  remove: (entry) => void removeThread(entry),
+  rename: (entry, title) => rename(entry, title),
+});
+
 function saveThreads(): void {
   store.saveThreads(state.threads);
-  renderThreads(ui.threadList, ui.threadEmpty, state.threads, state.current?.id ?? null, {
-    open: (entry) => {
-      closeSidebar();
-      if (entry.id !== state.current?.id) void openThread(entry);
-    },
-    remove: (entry) => void removeThread(entry),
-  });
+  threadList.render(state.threads, state.current?.id ?? null);
+}
+
+/** What this page knows of a thread's state right now (its runs, its questions). */
+function setStatus(threadId: string, status: ThreadStatus): void {
+  state.statusAt.set(threadId, Date.now());
+  const entry = known(threadId) ?? (state.current?.id === threadId ? state.current : undefined);
+  if (!entry || entry.status === status) return;
+  entry.status = status;
+  saveThreads();
+}
+
+/** Read the server's thread list (every agent's) into the sidebar. */
+async function refreshThreads(): Promise<void> {
+  if (state.listing || !state.graphs.length) return;
+  state.listing = true;
+  const asked = Date.now();
+  let summaries: ThreadSummary[];
+  try {
+    summaries = await listThreads(null, THREADS_LIMIT);
+  } catch {
+    return; // an older server, a lost connection: the list the page has stays
+  } finally {
+    state.listing = false;
+  }
+  const listed = new Map(summaries.map((summary) => [summary.threadId, summary]));
+  const threads: ThreadEntry[] = [];
+  for (const summary of listed.values()) {
+    const entry = known(summary.threadId) ?? {
+      id: summary.threadId,
+      graphId: summary.graphId,
+      title: "",
+      updatedAt: 0,
+    };
+    entry.graphId = summary.graphId;
+    entry.title = summary.title || entry.title;
+    entry.updatedAt = Math.max(summary.updatedAt, entry.updatedAt);
+    // What this page saw itself a moment ago may not have reached the list yet.
+    if ((state.statusAt.get(entry.id) ?? 0) < asked - LOCAL_STATUS_MS) {
+      entry.status = badgeOf(summary.status);
+    }
+    state.started.delete(entry.id);
+    threads.push(entry);
+  }
+  // Not listed: deleted elsewhere, unless this page started it a moment ago.
+  for (const entry of state.threads) {
+    const since = state.started.get(entry.id);
+    if (!listed.has(entry.id) && since !== undefined && Date.now() - since < NEW_THREAD_GRACE_MS) {
+      threads.push(entry);
+    }
+  }
+  state.threads = threads;
+  const current = state.current;
+  if (current && known(current.id) && current.title !== ui.title.textContent) {
+    ui.title.textContent = current.title || t.newThread;
+  }
+  saveThreads();
+}
+
+async function rename(entry: ThreadEntry, title: string): Promise<boolean> {
+  try {
+    const summary = await renameThread(entry.id, title);
+    entry.title = summary?.title || title;
+  } catch (err) {
+    showFailure(describeFailure(err));
+    return false;
+  }
+  if (state.current?.id === entry.id) {
+    state.current.title = entry.title;
+    ui.title.textContent = entry.title;
+  }
+  saveThreads();
+  return true;
 }
 
 function known(id: string): ThreadEntry | undefined {
@@ -132,7 +227,7 @@ function graphInfo(id: string): GraphInfo | undefined {
 function setCurrent(entry: ThreadEntry): void {
   state.current = entry;
   store.currentThread.set(known(entry.id) ? entry.id : null);
-  ui.title.textContent = entry.title || "新对话";
+  ui.title.textContent = entry.title || t.newThread;
   if (state.graphs.length) renderGraphs(ui.agentSelect, state.graphs, entry.graphId);
   saveThreads();
 }
@@ -147,7 +242,7 @@ function newDraft(graphId = defaultGraph()): void {
   detachRuns();
   state.loading += 1;
   resetInterrupts();
-  setCurrent({ id: randomUUID(), graphId, title: "新对话", updatedAt: Date.now() });
+  setCurrent({ id: randomUUID(), graphId, title: "", updatedAt: Date.now() });
   view.clear();
   view.showWelcome(graphInfo(graphId), (text) => void send(text));
   refreshComposer();
@@ -171,7 +266,7 @@ async function openThread(entry: ThreadEntry): Promise<void> {
   } catch (err) {
     if (token !== state.loading) return;
     view.clear();
-    showFailure(describeFailure(err), { label: "重试", run: () => void openThread(entry) });
+    showFailure(describeFailure(err), { label: t.retry, run: () => void openThread(entry) });
   } finally {
     if (token === state.loading) {
       ui.messages.removeAttribute("aria-busy");
@@ -204,7 +299,8 @@ async function removeThread(entry: ThreadEntry): Promise<void> {
     showFailure(describeFailure(err));
     return;
   }
-  state.threads = state.threads.filter((t) => t.id !== entry.id);
+  state.threads = state.threads.filter((other) => other.id !== entry.id);
+  state.started.delete(entry.id);
   if (entry.id === state.current?.id) newDraft(entry.graphId);
   else saveThreads();
 }
@@ -226,7 +322,7 @@ function questionOf(args: string): string {
   } catch {
     // fall through to a neutral title
   }
-  return "向你提了一个问题";
+  return t.askedYou;
 }
 
 /** `settle`: no run is under way, so a tool call without a result was left unfinished. */
@@ -248,7 +344,7 @@ function renderHistory(messages: Message[], settle = true): void {
       const card = view.tool(message.toolCallId);
       const result = textOf(message.content);
       const outcome = outcomeOf(message.metadata, message.error);
-      card.setResult(result, outcome);
+      card.setResult(result, outcome, toolDataOf(message.metadata));
       if (isAskTool(card.name)) view.answeredQuestion(questionOf(card.argsText), result, outcome);
     }
   }
@@ -262,7 +358,7 @@ const interruptHandlers: InterruptHandlers = {
     collect(control, { interruptId: control.id, status: "resolved", payload: { value } }, summary);
   },
   cancel(control) {
-    collect(control, { interruptId: control.id, status: "cancelled" }, "已取消");
+    collect(control, { interruptId: control.id, status: "cancelled" }, t.cancelled, true);
   },
 };
 
@@ -277,22 +373,25 @@ function showInterrupts(interrupts: Interrupt[]): void {
   refreshComposer();
   const first = state.controls.values().next().value;
   if (first) {
+    if (state.current) setStatus(state.current.id, "waiting");
     view.scrollToBottom();
     first.focus();
   }
 }
 
 /** Keep an answer; once every pending interrupt has one, resume with all of them. */
-function collect(control: InterruptControl, entry: ResumeEntry, summary: string): void {
+function collect(control: InterruptControl, entry: ResumeEntry, summary: string, cancelled = false): void {
   control.showError("");
-  state.answers.set(control.id, { entry, summary });
+  state.answers.set(control.id, { entry, summary, cancelled });
   const waiting = [...state.controls.keys()].filter((id) => !state.answers.has(id));
   if (waiting.length) {
-    control.setBusy(true, `已记录，还有 ${waiting.length} 个问题待回答`);
+    control.setBusy(true, t.recorded(waiting.length));
+    // Keyboard users go on to the next question rather than back to the page's top.
+    state.controls.get(waiting[0])?.focus();
     return;
   }
   const batch = [...state.controls.values()];
-  for (const c of batch) c.setBusy(true, "正在提交…");
+  for (const c of batch) c.setBusy(true, t.submitting);
   void startRun({ resume: batch.map((c) => state.answers.get(c.id)!.entry) }, batch);
 }
 
@@ -325,6 +424,8 @@ interface LiveRun {
   bubble: HTMLElement | null;
   /** Joined while queued: its message is in no view yet, so the thread is read again at its end. */
   reread: boolean;
+  /** It ended with a RUN_ERROR other than a cancel. */
+  failed: boolean;
   interrupts: Interrupt[];
 }
 
@@ -349,11 +450,11 @@ function refreshComposer(): void {
   ui.input.disabled = waiting;
   ui.input.placeholder = narrow.matches
     ? waiting
-      ? PLACEHOLDER_WAITING_SHORT
-      : PLACEHOLDER_SHORT
+      ? t.placeholderWaitingShort
+      : t.placeholderShort
     : waiting
-      ? PLACEHOLDER_WAITING
-      : PLACEHOLDER;
+      ? t.placeholderWaiting
+      : t.placeholder;
   ui.send.disabled = waiting || !state.current || !ui.input.value.trim();
   ui.agentPicker.hidden = !state.graphs.length;
 }
@@ -375,7 +476,7 @@ function stopRun(): void {
   if (!live || live.stopping) return;
   live.stopping = true;
   state.lastStop = { threadId: live.threadId, at: Date.now() };
-  setProgress("正在停止…");
+  setProgress(t.stopping);
   void cancel(live);
 }
 
@@ -387,7 +488,7 @@ async function cancel(live: LiveRun): Promise<void> {
     if (!live.started && err instanceof HttpError && err.status === 404) return;
     live.stopping = false;
     if (!state.runs.includes(live)) return;
-    setProgress("正在运行…");
+    setProgress(t.running);
     showFailure(describeFailure(err));
   }
 }
@@ -396,7 +497,10 @@ function touchThread(): void {
   const entry = state.current;
   if (!entry) return;
   entry.updatedAt = Date.now();
-  if (!known(entry.id)) state.threads.push(entry);
+  if (!known(entry.id)) {
+    state.threads.push(entry);
+    state.started.set(entry.id, Date.now());
+  }
   store.currentThread.set(entry.id);
   saveThreads();
 }
@@ -428,7 +532,9 @@ async function send(text: string, strategy?: Strategy): Promise<void> {
   }
   hideChoice();
   if (!known(entry.id)) {
-    entry.title = text.length > 24 ? `${text.slice(0, 23)}…` : text;
+    // The title the server gives a thread from its first message (it wins once listed).
+    const flat = text.replace(/\s+/g, " ");
+    entry.title = flat.length > 40 ? `${flat.slice(0, 40)}…` : flat;
     ui.title.textContent = entry.title;
   }
   touchThread();
@@ -473,11 +579,12 @@ function track(agent: HttpAgent, threadId: string, runId: string, bubble: HTMLEl
     quiet: false,
     bubble,
     reread: false,
+    failed: false,
     interrupts: [],
   };
   state.runs.push(live);
   syncRunning();
-  if (state.runs.length === 1) setProgress("正在连接…");
+  if (state.runs.length === 1) setProgress(t.connecting);
   return live;
 }
 
@@ -543,8 +650,12 @@ function began(live: LiveRun, runId: string, batch: InterruptControl[]): void {
     live.bubble.classList.remove("is-queued");
     view.addNode(live.bubble);
   }
-  setProgress(live.stopping ? "正在停止…" : "正在思考…");
-  for (const control of batch) control.markAnswered(state.answers.get(control.id)?.summary ?? "");
+  setProgress(live.stopping ? t.stopping : t.thinking);
+  setStatus(live.threadId, "running");
+  for (const control of batch) {
+    const answer = state.answers.get(control.id);
+    control.markAnswered(answer?.summary ?? "", answer?.cancelled ?? false);
+  }
   if (batch.length) resetInterrupts();
   if (live.stopping) void cancel(live); // stopped before the server had recorded it
   refreshComposer();
@@ -557,13 +668,13 @@ function subscriber(live: LiveRun, batch: InterruptControl[]): AgentSubscriber {
       if (mine()) began(live, event.runId, batch);
     },
     onStepStartedEvent({ event }) {
-      if (mine() && !live.stopping) setProgress(STEP_TEXT[event.stepName] ?? `正在执行 ${event.stepName}…`);
+      if (mine() && !live.stopping) setProgress(STEP_TEXT[event.stepName] ?? t.runningStep(event.stepName));
     },
     onReasoningMessageStartEvent({ event }) {
       if (!mine()) return;
       // Replayed after a reload, like the text: rebuilt in its place, not repeated.
       view.reasoning(event.messageId).restart();
-      if (!live.stopping) setProgress("正在思考…");
+      if (!live.stopping) setProgress(t.thinking);
     },
     onReasoningMessageContentEvent({ event }) {
       if (mine()) view.reasoning(event.messageId).append(event.delta);
@@ -575,7 +686,7 @@ function subscriber(live: LiveRun, batch: InterruptControl[]): AgentSubscriber {
       if (!mine()) return;
       // A joined run replays from its start: text the history showed is rebuilt, not repeated.
       view.assistant(event.messageId).set("");
-      if (!live.stopping) setProgress("正在回答…");
+      if (!live.stopping) setProgress(t.answering);
     },
     onTextMessageContentEvent({ event }) {
       if (mine()) view.assistant(event.messageId).append(event.delta);
@@ -586,7 +697,7 @@ function subscriber(live: LiveRun, batch: InterruptControl[]): AgentSubscriber {
     onToolCallStartEvent({ event }) {
       if (!mine()) return;
       view.tool(event.toolCallId, event.toolCallName).setArgs("");
-      if (!live.stopping) setProgress(`正在准备调用 ${event.toolCallName}…`);
+      if (!live.stopping) setProgress(t.preparingCall(event.toolCallName));
     },
     onToolCallArgsEvent({ event }) {
       if (mine()) view.tool(event.toolCallId).appendArgs(event.delta);
@@ -594,10 +705,12 @@ function subscriber(live: LiveRun, batch: InterruptControl[]): AgentSubscriber {
     onToolCallEndEvent({ event, toolCallName }) {
       if (!mine()) return;
       view.tool(event.toolCallId).setState("running");
-      if (!live.stopping) setProgress(`正在执行 ${toolCallName}…`);
+      if (!live.stopping) setProgress(t.runningStep(toolCallName));
     },
     onToolCallResultEvent({ event }) {
-      if (mine()) view.tool(event.toolCallId).setResult(textOf(event.content), outcomeOf(event.metadata));
+      if (!mine()) return;
+      const card = view.tool(event.toolCallId);
+      card.setResult(textOf(event.content), outcomeOf(event.metadata), toolDataOf(event.metadata));
     },
     onRunFinishedEvent(params) {
       if (mine() && params.outcome === "interrupt") live.interrupts = params.interrupts;
@@ -609,11 +722,12 @@ function subscriber(live: LiveRun, batch: InterruptControl[]): AgentSubscriber {
         live.cancelled = true;
         return;
       }
+      live.failed = true;
       view.settleTools("stopped");
       const entry = state.current;
       showFailure(
         describeRunError(event.code, event.message),
-        entry ? { label: "刷新会话", run: () => void openThread(entry) } : undefined,
+        entry ? { label: t.reloadThread, run: () => void openThread(entry) } : undefined,
       );
     },
   };
@@ -621,6 +735,13 @@ function subscriber(live: LiveRun, batch: InterruptControl[]): AgentSubscriber {
 
 function finish(live: LiveRun): void {
   state.runs = state.runs.filter((other) => other !== live);
+  if (!state.runs.some((other) => other.threadId === live.threadId) && live.started) {
+    setStatus(
+      live.threadId,
+      live.interrupts.length ? "waiting" : live.cancelled ? "stopped" : live.failed ? "failed" : null,
+    );
+    void refreshThreads();
+  }
   const entry = state.current;
   if (live.reread && !state.runs.length && entry?.id === live.threadId) {
     void openThread(entry);
@@ -632,10 +753,10 @@ function finish(live: LiveRun): void {
   view.settleReasoning();
   if (live.cancelled) {
     view.settleTools("stopped");
-    if (!live.quiet) view.notice("info", "已停止本次运行。可以继续发送新消息。");
+    if (!live.quiet) view.notice("info", t.stopped);
   }
   syncRunning();
-  if (state.runs.length && !state.runs.some((other) => other.started)) setProgress("正在排队…");
+  if (state.runs.length && !state.runs.some((other) => other.started)) setProgress(t.queued);
   if (live.interrupts.length) showInterrupts(live.interrupts);
   if (live.started) touchThread();
   if (!state.runs.length && !state.controls.size) focusComposer();
@@ -650,7 +771,7 @@ function failed(failure: Failure, started: boolean, input: RunInput, batch: Inte
     const entry = state.current;
     const reload =
       failure.kind === "conflict" && entry
-        ? { label: "刷新会话", run: () => void openThread(entry) }
+        ? { label: t.reloadThread, run: () => void openThread(entry) }
         : undefined;
     for (const control of batch) {
       control.setBusy(false);
@@ -670,13 +791,13 @@ function failed(failure: Failure, started: boolean, input: RunInput, batch: Inte
     }
   }
   const entry = state.current;
-  const reload = entry ? { label: "刷新会话", run: () => void openThread(entry) } : undefined;
+  const reload = entry ? { label: t.reloadThread, run: () => void openThread(entry) } : undefined;
   showFailure(failure, failure.kind === "auth" ? undefined : reload);
 }
 
 function showFailure(failure: Failure, action?: { label: string; run: () => void }): void {
   if (failure.kind === "auth") {
-    view.notice("error", failure.text, { label: "打开设置", run: openSettings });
+    view.notice("error", failure.text, { label: t.openSettings, run: openSettings });
     openSettings();
     return;
   }
@@ -719,12 +840,12 @@ async function loadGraphs(): Promise<boolean> {
     state.graphs = await listGraphs();
   } catch (err) {
     view.clear();
-    showFailure(describeFailure(err), { label: "重试", run: () => void start() });
+    showFailure(describeFailure(err), { label: t.retry, run: () => void start() });
     return false;
   }
   if (!state.graphs.length) {
     view.clear();
-    view.notice("error", "服务没有可用的智能体。");
+    view.notice("error", t.noAgents);
     return false;
   }
   return true;
@@ -732,10 +853,22 @@ async function loadGraphs(): Promise<boolean> {
 
 async function start(): Promise<void> {
   if (!(await loadGraphs())) return;
+  const listed = refreshThreads();
   const id = store.currentThread.get();
   const entry = id ? known(id) : undefined;
   if (entry) await openThread(entry);
   else newDraft();
+  await listed;
+}
+
+/** Keep the sidebar current: other tabs, the CLI and scripts make and run threads too. */
+function pollThreads(): void {
+  window.setInterval(() => {
+    if (!document.hidden) void refreshThreads();
+  }, THREADS_POLL_MS);
+  document.addEventListener("visibilitychange", () => {
+    if (!document.hidden) void refreshThreads();
+  });
 }
 
 function wire(): void {
@@ -785,7 +918,7 @@ function wire(): void {
   ui.settingsForm.addEventListener("submit", (event) => {
     event.preventDefault();
     store.apiKey.set(ui.apiKey.value);
-    ui.settingsSaved.textContent = "已保存";
+    ui.settingsSaved.textContent = t.saved;
     window.setTimeout(() => (ui.settingsSaved.textContent = ""), 2000);
     closeSidebar();
     void start();
@@ -795,4 +928,5 @@ function wire(): void {
 
 wire();
 saveThreads();
+pollThreads();
 void start();

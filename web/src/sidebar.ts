@@ -1,71 +1,213 @@
-// The thread list in the sidebar (kept in localStorage) and the agent picker.
+// The thread list in the sidebar and the agent picker.
+//
+// ThreadList.render(threads, currentId) draws the list newest first, each row with its
+// state badge (running / waiting for you / stopped / failed), a rename and a delete
+// button. The list is redrawn whenever the server's list is read again (every few
+// seconds), so rows that did not change are kept as they are: focus stays where it was
+// and a row being renamed is left alone until its edit ends.
 
-import type { GraphInfo } from "./api";
+import type { GraphInfo, RunStatus } from "./api";
 import { h } from "./dom";
-import type { ThreadEntry } from "./store";
+import { agentName, locale, t } from "./i18n";
+import type { ThreadEntry, ThreadStatus } from "./store";
 
-const AGENT_NAMES: Record<string, string> = {
-  weather: "天气助手",
-  tushare: "A 股分析",
+/** The badge a thread's latest run earns: none once it ended well. */
+export function badgeOf(status: RunStatus | null): ThreadStatus {
+  switch (status) {
+    case "queued":
+    case "running":
+      return "running";
+    case "interrupted":
+      return "waiting";
+    case "cancelled":
+      return "stopped";
+    case "error":
+      return "failed";
+    default:
+      return null;
+  }
+}
+
+const BADGE_TEXT: Record<Exclude<ThreadStatus, null>, string> = {
+  running: t.statusRunning,
+  waiting: t.statusWaiting,
+  stopped: t.statusStopped,
+  failed: t.statusFailed,
 };
 
-export function agentName(graphId: string): string {
-  return AGENT_NAMES[graphId] ?? graphId;
-}
+const dayMonth = new Intl.DateTimeFormat(locale, { month: "short", day: "numeric" });
+const hourMinute = new Intl.DateTimeFormat(locale, { hour: "2-digit", minute: "2-digit", hour12: false });
 
 function when(ts: number): string {
   const diff = Date.now() - ts;
-  if (diff < 60_000) return "刚刚";
-  if (diff < 3_600_000) return `${Math.floor(diff / 60_000)} 分钟前`;
+  if (diff < 60_000) return t.justNow;
+  if (diff < 3_600_000) return t.minutesAgo(Math.floor(diff / 60_000));
   const d = new Date(ts);
-  const now = new Date();
-  const hm = `${String(d.getHours()).padStart(2, "0")}:${String(d.getMinutes()).padStart(2, "0")}`;
-  if (d.toDateString() === now.toDateString()) return `今天 ${hm}`;
-  return `${d.getMonth() + 1}月${d.getDate()}日`;
+  if (d.toDateString() === new Date().toDateString()) return t.today(hourMinute.format(d));
+  return dayMonth.format(d);
 }
 
 export interface SidebarHandlers {
   open(entry: ThreadEntry): void;
   remove(entry: ThreadEntry): void;
+  /** Save a new title; resolves true once the server has it. */
+  rename(entry: ThreadEntry, title: string): Promise<boolean>;
 }
 
-export function renderThreads(
-  list: HTMLElement,
-  empty: HTMLElement,
-  threads: ThreadEntry[],
-  currentId: string | null,
-  handlers: SidebarHandlers,
-): void {
-  const sorted = [...threads].sort((a, b) => b.updatedAt - a.updatedAt);
-  empty.hidden = sorted.length > 0;
-  list.replaceChildren(
-    ...sorted.map((entry) => {
+export class ThreadList {
+  private readonly rows = new Map<string, { key: string; el: HTMLLIElement }>();
+  private editing: string | null = null;
+  private last: { threads: ThreadEntry[]; currentId: string | null } = { threads: [], currentId: null };
+
+  constructor(
+    private readonly list: HTMLElement,
+    private readonly empty: HTMLElement,
+    private readonly handlers: SidebarHandlers,
+  ) {}
+
+  render(threads: ThreadEntry[], currentId: string | null): void {
+    this.last = { threads, currentId };
+    const sorted = [...threads].sort((a, b) => b.updatedAt - a.updatedAt);
+    this.empty.hidden = sorted.length > 0;
+    const focused = document.activeElement;
+    const focusRow = focused instanceof HTMLElement ? focused.closest<HTMLElement>("li.thread") : null;
+    const focusId = focusRow && this.list.contains(focusRow) ? focusRow.dataset.threadId : undefined;
+    const focusClass = focused instanceof HTMLElement ? focused.classList[0] : undefined;
+
+    const rows = sorted.map((entry) => {
       const active = entry.id === currentId;
-      return h(
-        "li",
-        { class: `thread${active ? " is-active" : ""}`, attrs: { "data-thread-id": entry.id } },
+      const status = entry.status ?? null;
+      const key = JSON.stringify([entry.title, entry.graphId, status, active, when(entry.updatedAt)]);
+      const old = this.rows.get(entry.id);
+      if (old && (old.key === key || this.editing === entry.id)) return [entry.id, old] as const;
+      return [entry.id, { key, el: this.row(entry, active) }] as const;
+    });
+    this.rows.clear();
+    for (const [id, row] of rows) this.rows.set(id, row);
+
+    const wanted = rows.map(([, row]) => row.el);
+    const same =
+      wanted.length === this.list.children.length && wanted.every((el, i) => this.list.children[i] === el);
+    if (!same) this.list.replaceChildren(...wanted);
+    // A redrawn row takes the focus its old self had (a keyboard user stays in place).
+    if (focusId && document.activeElement !== focused) {
+      const row = this.rows.get(focusId)?.el;
+      const target = row?.querySelector<HTMLElement>(focusClass ? `.${focusClass}` : "button");
+      target?.focus({ preventScroll: true });
+    }
+  }
+
+  private row(entry: ThreadEntry, active: boolean): HTMLLIElement {
+    const title = entry.title || t.newThread;
+    const status = entry.status ?? null;
+    return h(
+      "li",
+      {
+        class: `thread${active ? " is-active" : ""}`,
+        attrs: { "data-thread-id": entry.id, "data-status": status ?? undefined },
+      },
+      h(
+        "button",
+        {
+          class: "thread-open",
+          attrs: { type: "button", "aria-current": active ? "true" : undefined },
+          on: { click: () => this.handlers.open(entry) },
+        },
         h(
-          "button",
-          {
-            class: "thread-open",
-            attrs: { type: "button", "aria-current": active ? "true" : undefined },
-            on: { click: () => handlers.open(entry) },
-          },
-          h("span", { class: "thread-name", text: entry.title || "新对话" }),
-          h("span", { class: "thread-meta", text: `${agentName(entry.graphId)} · ${when(entry.updatedAt)}` }),
+          "span",
+          { class: "thread-line" },
+          h("span", { class: "thread-name", text: title }),
+          status
+            ? h("span", { class: "thread-status", text: BADGE_TEXT[status], attrs: { "data-status": status } })
+            : null,
         ),
-        h(
-          "button",
-          {
-            class: "thread-delete",
-            attrs: { type: "button", "aria-label": `删除会话：${entry.title || "新对话"}`, title: "删除会话" },
-            on: { click: () => handlers.remove(entry) },
-          },
-          h("span", { class: "trash-icon", attrs: { "aria-hidden": "true" } }),
-        ),
-      );
-    }),
-  );
+        h("span", { class: "thread-meta", text: `${agentName(entry.graphId)} · ${when(entry.updatedAt)}` }),
+      ),
+      h(
+        "button",
+        {
+          class: "thread-rename thread-action",
+          attrs: { type: "button", "aria-label": t.renameThreadNamed(title), title: t.renameThread },
+          on: { click: (event) => this.edit(entry, (event.currentTarget as HTMLElement).closest("li")!) },
+        },
+        h("span", { class: "pencil-icon", attrs: { "aria-hidden": "true" } }),
+      ),
+      h(
+        "button",
+        {
+          class: "thread-delete thread-action",
+          attrs: { type: "button", "aria-label": t.deleteThreadNamed(title), title: t.deleteThread },
+          on: { click: () => this.handlers.remove(entry) },
+        },
+        h("span", { class: "trash-icon", attrs: { "aria-hidden": "true" } }),
+      ),
+    );
+  }
+
+  /** Rename in place: Enter (or leaving the box) saves, Escape keeps the old title. */
+  private edit(entry: ThreadEntry, row: HTMLElement): void {
+    const opener = row.querySelector<HTMLElement>(".thread-open");
+    if (!opener || this.editing) return;
+    this.editing = entry.id;
+    row.classList.add("is-editing");
+    const input = h("input", {
+      class: "thread-title-input",
+      attrs: {
+        type: "text",
+        "aria-label": t.threadName,
+        maxlength: "200",
+        autocomplete: "off",
+        spellcheck: "false",
+      },
+    });
+    input.value = entry.title;
+    const form = h("form", { class: "thread-rename-form" }, input);
+    opener.replaceWith(form);
+    input.focus();
+    input.select();
+
+    let finished = false;
+    const end = (restoreFocus: boolean) => {
+      finished = true;
+      this.editing = null;
+      row.classList.remove("is-editing");
+      form.replaceWith(opener);
+      if (restoreFocus) row.querySelector<HTMLElement>(".thread-rename")?.focus({ preventScroll: true });
+      // The row was kept as it was during the edit: draw it with its new title now.
+      this.render(this.last.threads, this.last.currentId);
+    };
+    const commit = async (restoreFocus: boolean) => {
+      if (finished) return;
+      const title = input.value.trim();
+      if (!title || title === entry.title) {
+        end(restoreFocus);
+        return;
+      }
+      input.disabled = true;
+      finished = true;
+      const ok = await this.handlers.rename(entry, title);
+      finished = false;
+      if (ok) {
+        end(restoreFocus);
+        return;
+      }
+      input.disabled = false;
+      input.setAttribute("aria-invalid", "true");
+      input.focus();
+    };
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      void commit(true);
+    });
+    input.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") {
+        event.preventDefault();
+        event.stopPropagation(); // the sidebar stays open on a phone
+        if (!finished) end(true);
+      }
+    });
+    input.addEventListener("blur", () => void commit(false));
+  }
 }
 
 export function renderGraphs(select: HTMLSelectElement, graphs: GraphInfo[], selected: string): void {

@@ -1,11 +1,16 @@
-// What the browser remembers (localStorage): the thread list, the open thread, the last
-// picked agent and the API key. The conversation itself lives on the server.
+// What the browser remembers (localStorage): the last thread list it saw (the server's
+// list replaces it as soon as it answers), the open thread, the last picked agent, the
+// API key and how charts are drawn. The conversations themselves live on the server.
+
+/** The state a thread's latest run left it in, as the sidebar's badge shows it. */
+export type ThreadStatus = "running" | "waiting" | "stopped" | "failed" | null;
 
 export interface ThreadEntry {
   id: string;
   graphId: string;
   title: string;
   updatedAt: number;
+  status?: ThreadStatus;
 }
 
 const KEYS = {
@@ -69,4 +74,30 @@ export const lastGraph = {
 export const apiKey = {
   get: (): string => read(KEYS.apiKey) ?? "",
   set: (key: string): void => write(KEYS.apiKey, key.trim() || null),
+};
+
+/** How candlestick charts are drawn: the up/down colours and which moving averages show. */
+export interface ChartPrefs {
+  /** true: red up, green down (the Chinese convention); false: green up, red down. */
+  redUp: boolean;
+  ma: number[];
+}
+
+const CHART_DEFAULTS: ChartPrefs = { redUp: true, ma: [5, 10, 20] };
+
+export const chartPrefs = {
+  get: (): ChartPrefs => {
+    try {
+      const parsed: unknown = JSON.parse(read("react-agent.chart") ?? "null");
+      if (typeof parsed !== "object" || parsed === null) return CHART_DEFAULTS;
+      const p = parsed as Record<string, unknown>;
+      return {
+        redUp: typeof p.redUp === "boolean" ? p.redUp : CHART_DEFAULTS.redUp,
+        ma: Array.isArray(p.ma) ? p.ma.filter((n): n is number => typeof n === "number") : CHART_DEFAULTS.ma,
+      };
+    } catch {
+      return CHART_DEFAULTS;
+    }
+  },
+  set: (prefs: ChartPrefs): void => write("react-agent.chart", JSON.stringify(prefs)),
 };

@@ -1,30 +1,14 @@
 // The conversation on screen: user bubbles, streamed assistant Markdown, tool cards and
-// inline notices. Tool names, arguments and results are always set as text.
+// inline notices. Tool names, arguments and results are always set as text. A result
+// that carries data (tooldata.ts) is drawn under its card's head as well: a forecast at
+// once, a candlestick chart once its lazily loaded module (candles.ts) has arrived.
 
 import type { GraphInfo } from "./api";
 import { h } from "./dom";
+import { renderForecast } from "./forecast";
+import { agentName, examples as examplesOf, t, toolLabel } from "./i18n";
 import { setMarkdown } from "./markdown";
-import { agentName } from "./sidebar";
-
-const TOOL_LABELS: Record<string, string> = {
-  get_weather: "查询天气",
-  resolve_stock: "识别股票",
-  save_report: "保存报告",
-  ask_input: "向你提问",
-  ask_choice: "请你选择",
-  ask_multi_choice: "请你多选",
-  ask_confirm: "请你确认",
-  stock_basic: "股票列表",
-  daily: "日线行情",
-  weekly: "周线行情",
-  monthly: "月线行情",
-  daily_basic: "每日指标",
-};
-
-const EXAMPLES: Record<string, string[]> = {
-  weather: ["北京今天天气怎么样？", "查天气", "上海和广州明天哪里更暖和？"],
-  tushare: ["分析一下平安", "分析一下贵州茅台最近的走势", "000001.SZ 的月线趋势如何？"],
-};
+import type { ToolData } from "./tooldata";
 
 /** How a tool call ended, as the server says in its result (`metadata.outcome`). */
 export type Outcome = string;
@@ -58,17 +42,17 @@ export type ToolState =
   | "stopped";
 
 const STATE_TEXT: Record<ToolState, string> = {
-  streaming: "准备参数",
-  running: "运行中",
-  waiting: "等待你的回答",
-  done: "完成",
-  failed: "失败",
-  declined: "未执行",
-  stopped: "已中止",
+  streaming: t.toolStreaming,
+  running: t.toolRunning,
+  waiting: t.toolWaiting,
+  done: t.toolDone,
+  failed: t.toolFailed,
+  declined: t.toolDeclined,
+  stopped: t.toolStopped,
 };
 
 function prettyArgs(raw: string): string {
-  if (!raw.trim()) return "（无参数）";
+  if (!raw.trim()) return t.noArgs;
   try {
     return JSON.stringify(JSON.parse(raw), null, 2);
   } catch {
@@ -96,14 +80,25 @@ function oneLine(text: string, max: number): string {
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 
+/** What a drawn result needs when its card goes away (a chart's observers). */
+interface Figure {
+  dispose(): void;
+}
+
 export class ToolCard {
-  readonly el: HTMLDetailsElement;
+  /** The card: its folding part (head, arguments, result text) and, below, the figure. */
+  readonly el: HTMLElement;
+  private readonly fold: HTMLDetailsElement;
   private readonly brief: HTMLElement;
   private readonly stateEl: HTMLElement;
   private readonly argsEl: HTMLElement;
   private readonly resultEl: HTMLElement;
   private readonly resultBox: HTMLElement;
   private readonly preview: HTMLElement;
+  private readonly figureBox: HTMLElement;
+  private figure: Figure | null = null;
+  // Bumped whenever the figure changes: a chart module arriving late draws nothing stale.
+  private drawing = 0;
   private args = "";
   state: ToolState = "streaming";
 
@@ -119,13 +114,14 @@ export class ToolCard {
     this.resultBox = h(
       "div",
       { class: "tool-section", attrs: { hidden: true } },
-      h("div", { class: "tool-section-title", text: "结果" }),
+      h("div", { class: "tool-section-title", text: t.result }),
       this.resultEl,
     );
-    const label = TOOL_LABELS[name];
-    this.el = h(
+    this.figureBox = h("div", { class: "tool-figure", attrs: { hidden: true } });
+    const label = toolLabel(name);
+    this.fold = h(
       "details",
-      { class: "tool", attrs: { "data-tool-call-id": id, "data-tool-name": name } },
+      { class: "tool-fold" },
       h(
         "summary",
         { class: "tool-head" },
@@ -147,11 +143,17 @@ export class ToolCard {
         h(
           "div",
           { class: "tool-section" },
-          h("div", { class: "tool-section-title", text: "参数" }),
+          h("div", { class: "tool-section-title", text: t.args }),
           this.argsEl,
         ),
         this.resultBox,
       ),
+    );
+    this.el = h(
+      "div",
+      { class: "tool", attrs: { "data-tool-call-id": id, "data-tool-name": name } },
+      this.fold,
+      this.figureBox,
     );
     this.setState("streaming");
   }
@@ -166,18 +168,55 @@ export class ToolCard {
     this.brief.textContent = briefArgs(args);
   }
 
-  setResult(content: string, outcome: Outcome): void {
-    this.resultEl.textContent = content || "（空）";
+  setResult(content: string, outcome: Outcome, data: ToolData | null = null): void {
+    this.resultEl.textContent = content || t.empty;
     this.resultBox.hidden = false;
     this.preview.textContent = oneLine(content, 120);
     this.setState(outcome === "ok" ? "done" : NOT_RUN.has(outcome) ? "declined" : "failed");
+    this.draw(data);
+  }
+
+  /** Draw `data` under the head (replacing what was drawn), or nothing for null. */
+  private draw(data: ToolData | null): void {
+    this.dispose();
+    const token = this.drawing;
+    this.el.classList.toggle("has-figure", data !== null);
+    this.figureBox.hidden = data === null;
+    if (data === null) return;
+    if (data.kind === "forecast") {
+      this.figureBox.replaceChildren(renderForecast(data));
+      return;
+    }
+    const host = h("figure", { class: "chart chart-candles", attrs: { "aria-busy": "true" } });
+    this.figureBox.replaceChildren(host);
+    // The chart library is loaded on the first chart, not with the page.
+    import("./candles")
+      .then(({ drawCandles }) => {
+        if (token !== this.drawing) return;
+        this.figure = drawCandles(host, data);
+        host.setAttribute("aria-busy", "false");
+      })
+      .catch(() => {
+        // Without its module (an old tab after an upgrade, a network blip) the text stays.
+        if (token !== this.drawing) return;
+        this.figureBox.hidden = true;
+        this.el.classList.remove("has-figure");
+      });
+  }
+
+  /** Let go of what the figure holds (observers, listeners); the card may be dropped. */
+  dispose(): void {
+    this.drawing += 1;
+    this.figure?.dispose();
+    this.figure = null;
+    this.figureBox.replaceChildren();
   }
 
   setState(state: ToolState): void {
     this.state = state;
     this.el.dataset.state = state;
     this.stateEl.textContent = STATE_TEXT[state];
-    this.el.setAttribute("aria-busy", state === "running" || state === "streaming" ? "true" : "false");
+    this.fold.setAttribute("aria-busy", state === "running" || state === "streaming" ? "true" : "false");
   }
 
   get argsText(): string {
@@ -245,7 +284,7 @@ export class ReasoningBlock {
         "summary",
         { class: "reasoning-head" },
         h("span", { class: "reasoning-icon", attrs: { "aria-hidden": "true" } }),
-        h("span", { class: "reasoning-title", text: "思考过程" }),
+        h("span", { class: "reasoning-title", text: t.reasoning }),
         this.stateEl,
         h("span", { class: "reasoning-chevron", attrs: { "aria-hidden": "true" } }),
         this.preview,
@@ -294,7 +333,7 @@ export class ReasoningBlock {
     this.el.dataset.state = streaming ? "streaming" : "done";
     this.el.classList.toggle("streaming", streaming);
     this.el.setAttribute("aria-busy", streaming ? "true" : "false");
-    this.stateEl.textContent = streaming ? "思考中" : "";
+    this.stateEl.textContent = streaming ? t.reasoningLive : "";
     this.stateEl.hidden = !streaming;
     this.renderPreview();
   }
@@ -338,6 +377,7 @@ export class ConversationView {
 
   clear(): void {
     this.texts.clear();
+    for (const card of this.tools.values()) card.dispose();
     this.tools.clear();
     this.thoughts.clear();
     this.list.replaceChildren();
@@ -348,18 +388,18 @@ export class ConversationView {
   }
 
   showWelcome(graph: GraphInfo | undefined, onPick: (text: string) => void): void {
-    const examples = EXAMPLES[graph?.id ?? ""] ?? [];
+    const examples = examplesOf(graph?.id ?? "");
     this.list.replaceChildren(
       h(
         "div",
         { class: "welcome" },
         h("div", { class: "welcome-mark", attrs: { "aria-hidden": "true" } }),
-        h("h2", { class: "welcome-title", text: graph ? `和「${agentName(graph.id)}」对话` : "开始对话" }),
+        h("h2", { class: "welcome-title", text: graph ? t.talkTo(agentName(graph.id)) : t.startChat }),
         graph?.description ? h("p", { class: "welcome-desc", text: graph.description }) : null,
         examples.length
           ? h(
               "div",
-              { class: "examples", attrs: { role: "group", "aria-label": "示例问题" } },
+              { class: "examples", attrs: { role: "group", "aria-label": t.examples } },
               ...examples.map((example) =>
                 h("button", {
                   class: "example",
@@ -431,8 +471,8 @@ export class ConversationView {
     this.add(
       h(
         "section",
-        { class: "interrupt is-answered", attrs: { "aria-label": "已回答的问题" } },
-        h("div", { class: "interrupt-badge", text: cancelled ? "已取消" : "已回答" }),
+        { class: "interrupt is-answered", attrs: { "aria-label": t.answeredQuestion } },
+        h("div", { class: "interrupt-badge", text: cancelled ? t.cancelled : t.answered }),
         h(
           "div",
           { class: "interrupt-form" },
@@ -441,7 +481,7 @@ export class ConversationView {
             "p",
             { class: "interrupt-answer" },
             h("span", { text: cancelled ? "– " : "✓ " }),
-            cancelled ? "已取消" : result.replace(ANSWER_PREFIX, ""),
+            cancelled ? t.cancelled : result.replace(ANSWER_PREFIX, ""),
           ),
         ),
       ),
