@@ -22,6 +22,9 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.messages.tool import ToolCall
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_openai import ChatOpenAI
+from openai import AsyncStream, Stream
+from openai._base_client import make_request_options
+from pydantic import model_validator
 
 from graphs.provider_quirks import (
     REASONING_KEY,
@@ -139,12 +142,60 @@ def shared_model(settings: GraphSettings) -> ChatOpenAI:
     return _shared[1]
 
 
+# What langchain-openai may pass to `create` that is a request option, not a body field.
+_OPTIONS = ("extra_headers", "extra_query", "extra_body", "timeout")
+
+
+class _PlainChunks:
+    """`chat.completions` whose streamed `create` yields each chunk as the JSON dict it was.
+
+    The SDK's `create` walks every request's messages and tools through their type
+    annotations, and builds a pydantic object per streamed chunk that langchain-openai
+    turns straight back into a dict (`model_dump`): together about a fifth of a run's
+    CPU. A streamed request here skips both; the HTTP client, retries, errors and SSE
+    parsing stay the SDK's. Everything else goes to the SDK's own resource.
+    """
+
+    def __init__(self, completions: Any, client: Any, *, is_async: bool) -> None:
+        self._completions = completions
+        self._client = client
+        self._stream_cls = AsyncStream[object] if is_async else Stream[object]
+
+    def create(self, **params: Any) -> Any:
+        if not params.get("stream"):
+            return self._completions.create(**params)
+        options = {key: params.pop(key) for key in _OPTIONS if key in params}
+        return self._client.post(
+            "/chat/completions",
+            body=params,
+            options=make_request_options(**options, security={"bearer_auth": True}),
+            cast_to=object,
+            stream=True,
+            stream_cls=self._stream_cls,
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._completions, name)
+
+
 class OpenAICompatibleChat(ChatOpenAI):
     """ChatOpenAI for any OpenAI-compatible endpoint (see the module's docstring).
 
     langchain-openai 1.x reads only OpenAI's own fields, so a non-OpenAI endpoint's
     reasoning would be dropped; these hooks keep it and regularise the stream.
+    Streamed chunks arrive as plain dicts (`_PlainChunks`).
     """
+
+    @model_validator(mode="after")
+    def _plain_chunks(self) -> OpenAICompatibleChat:
+        # After ChatOpenAI's own validator, which makes the clients.
+        if self.root_async_client is not None and not isinstance(self.async_client, _PlainChunks):
+            self.async_client = _PlainChunks(
+                self.async_client, self.root_async_client, is_async=True
+            )
+        if self.root_client is not None and not isinstance(self.client, _PlainChunks):
+            self.client = _PlainChunks(self.client, self.root_client, is_async=False)
+        return self
 
     def _convert_chunk_to_generation_chunk(
         self,
