@@ -63,6 +63,8 @@ logger = logging.getLogger(__name__)
 STREAM_MODES: Final[list[StreamMode]] = ["messages", "updates", "custom"]
 # Without "messages" the model is not asked to stream: each turn arrives whole.
 WHOLE_MODES: Final[list[StreamMode]] = ["updates", "custom"]
+# What `observe` is given, instead of a stream mode, when the run fails.
+FAILED: Final = "failed"
 _INTERRUPT_KEY: Final = "__interrupt__"
 
 # What a client reads when a run fails: readable, no secrets, no stack trace.
@@ -95,7 +97,8 @@ async def stream_run(
     checkpoint. Pass `transformer` to read, after a cancel, what it had streamed.
     `checkpoint_id` runs from that checkpoint instead of the latest (a rollback);
     `announce=False` leaves out RUN_STARTED (a resumed run already sent it).
-    `observe` sees every `(mode, data)` item of the graph's stream first (telemetry).
+    `observe` sees every `(mode, data)` item of the graph's stream first (telemetry),
+    and `(FAILED, exception)` when the run fails.
     Logs one summary line per run.
     """
     started = time.perf_counter()
@@ -138,6 +141,8 @@ async def stream_run(
     except Exception as exc:  # the run's top-level handler: report it, never break the stream
         logger.exception("run failed thread=%s run=%s graph=%s", thread_id, run_id, graph.name)
         outcome = "error"
+        if observe is not None:
+            observe(FAILED, exc)
         tracker.close()
         for event in tracker.drain():
             yield event

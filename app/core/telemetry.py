@@ -16,8 +16,11 @@ Contract:
   outcome); `event(event)` sees each AG-UI event (first text token, questions asked,
   the end); `finish(status, error)` ends it all (idempotent).
 - graphs/ and tools/ know nothing of this. Model and tool calls are seen through a
-  LangChain callback handler in the run's config (`on_chat_model_start`, `on_llm_end`,
-  `on_llm_error`, `on_tool_start`, `on_tool_end`, `on_tool_error`); a tool call's outcome
+  LangChain callback handler in the run's config (`on_chat_model_start`, `on_tool_start`,
+  `on_tool_end`, `on_tool_error`; with tracing also `on_llm_end`, `on_llm_error`). Without
+  tracing a model call ends when the run's stream shows its reply or the run's failure
+  (`observe`): the handler then ignores LLM events, so LangChain never hands it the
+  per-token callbacks, the bulk of a run's callbacks; a tool call's outcome
   is the one its ToolMessage records (`graphs.tools_node.outcome_of`), so the calls the
   guards refused and the declined ones are counted too. Model retries (done inside the
   OpenAI client) are seen by a request hook on the shared model's HTTP client
@@ -47,16 +50,17 @@ from ag_ui.core import (
 )
 from ag_ui.core.events import RunFinishedInterruptOutcome
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import Generation, LLMResult
 from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphBubbleUp
 
+from app.core.events import FAILED
 from app.core.logs import bind_run
 from app.core.metrics import Metrics, code_label, kind_label
 from app.core.tracing import Tracing, open_tracing
 from app.settings import Settings
-from graphs.react import TOOLS_NODE
+from graphs.react import AGENT_NODE, TOOLS_NODE
 from graphs.tools_node import outcome_of
 
 if TYPE_CHECKING:
@@ -266,15 +270,25 @@ class RunWatch:
         return {**config, "callbacks": [*handlers, self.handler]}
 
     def observe(self, mode: str, data: Any) -> None:
-        """One item of the graph's stream: tool results end their calls."""
+        """One item of the graph's stream (or `FAILED` and the run's exception): replies
+        and failures end model calls, tool results end tool calls."""
+        handler = self.handler
+        if handler is None:
+            return
+        if mode == FAILED:
+            handler.model_failed(data)
+            return
         if mode != "updates" or not isinstance(data, dict):
             return
-        update = data.get(TOOLS_NODE)
-        if not isinstance(update, dict) or self.handler is None:
-            return
-        for message in update.get("messages") or ():
-            if isinstance(message, ToolMessage):
-                self.handler.tool_result(message)
+        for node in (AGENT_NODE, TOOLS_NODE):
+            update = data.get(node)
+            if not isinstance(update, dict):
+                continue
+            for message in update.get("messages") or ():
+                if isinstance(message, ToolMessage):
+                    handler.tool_result(message)
+                elif isinstance(message, AIMessage):
+                    handler.model_replied(message)
 
     def event(self, event: BaseEvent) -> None:
         """One AG-UI event of the run, just logged."""
@@ -375,6 +389,11 @@ class CallWatcher(BaseCallbackHandler):
     def ignore_custom_event(self) -> bool:
         return True
 
+    @property
+    def ignore_llm(self) -> bool:
+        # Spans need the exact end of a call; metrics take it from the stream (`observe`).
+        return self._tracer is None
+
     # --- model calls ------------------------------------------------------------------
 
     def on_chat_model_start(
@@ -405,10 +424,33 @@ class CallWatcher(BaseCallbackHandler):
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
         call = self._models.pop(run_id, None)
-        if call is None:
-            return
+        if call is not None:
+            message = getattr(_first(response), "message", None)
+            usage = _usage_of(message) or _llm_usage(response)
+            self._model_ended(call, usage, _response_attributes(response))
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        call = self._models.pop(run_id, None)
+        if call is not None:
+            self._model_errored(call, model_outcome(error))
+
+    def model_replied(self, message: AIMessage) -> None:
+        """The agent node's reply: it ends the call still open (calls without tracing)."""
+        if self._models:
+            _, call = self._models.popitem()
+            self._model_ended(call, _usage_of(message), _message_attributes(message))
+
+    def model_failed(self, error: BaseException) -> None:
+        """The run failed: a call still open failed with it (the model error is its cause)."""
+        if self._models:
+            _, call = self._models.popitem()
+            cause = error.__cause__ if isinstance(error.__cause__, Exception) else error
+            self._model_errored(call, model_outcome(cause))
+
+    def _model_ended(
+        self, call: _ModelCall, usage: tuple[int, int] | None, attributes: dict[str, Any]
+    ) -> None:
         outcome = "retried" if call.retries else "ok"
-        usage = _usage(response)
         metrics = self._metrics
         if metrics is not None:
             metrics.model_calls.labels(self._graph, outcome).inc()
@@ -420,7 +462,7 @@ class CallWatcher(BaseCallbackHandler):
         span = call.span
         if span is not None:
             span.set_attribute(MODEL_RETRIES, call.retries)
-            for key, value in _response_attributes(response).items():
+            for key, value in attributes.items():
                 span.set_attribute(key, value)
             if usage is not None:
                 span.set_attribute(INPUT_TOKENS, usage[0])
@@ -428,11 +470,7 @@ class CallWatcher(BaseCallbackHandler):
             span.end()
         _detach(call.token)
 
-    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        call = self._models.pop(run_id, None)
-        if call is None:
-            return
-        outcome = model_outcome(error)
+    def _model_errored(self, call: _ModelCall, outcome: str) -> None:
         if self._metrics is not None:
             self._metrics.model_calls.labels(self._graph, outcome).inc()
             took = time.perf_counter() - call.started
@@ -549,12 +587,16 @@ def _end_tool_span(span: Span, outcome: str, end_ns: int | None) -> None:
     span.end(end_time=end_ns)
 
 
-def _usage(response: LLMResult) -> tuple[int, int] | None:
-    """(input, output) tokens the provider reported for the call, if it did."""
-    message = getattr(_first(response), "message", None)
+def _usage_of(message: Any) -> tuple[int, int] | None:
+    """(input, output) tokens a reply says the provider reported, if it did."""
     usage = getattr(message, "usage_metadata", None)
     if usage:
         return int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
+    return None
+
+
+def _llm_usage(response: LLMResult) -> tuple[int, int] | None:
+    """The same from a whole result's `llm_output` (a call that did not stream)."""
     token_usage = (response.llm_output or {}).get("token_usage")
     if isinstance(token_usage, dict) and token_usage:
         return int(token_usage.get("prompt_tokens", 0)), int(
@@ -576,6 +618,14 @@ def _response_attributes(response: LLMResult) -> dict[str, Any]:
         **(getattr(message, "response_metadata", None) or {}),
         **(generation.generation_info or {}),
     }
+    return _attributes(meta, getattr(message, "id", None))
+
+
+def _message_attributes(message: AIMessage) -> dict[str, Any]:
+    return _attributes(message.response_metadata or {}, message.id)
+
+
+def _attributes(meta: Mapping[str, Any], message_id: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     model = meta.get("model_name") or meta.get("model")
     if model:
@@ -583,7 +633,7 @@ def _response_attributes(response: LLMResult) -> dict[str, Any]:
     reason = meta.get("finish_reason")
     if reason:
         out[FINISH_REASONS] = [str(reason)]
-    response_id = meta.get("id") or getattr(message, "id", None)
+    response_id = meta.get("id") or message_id
     if isinstance(response_id, str) and response_id:
         out[RESPONSE_ID] = response_id
     return out
