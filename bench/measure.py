@@ -47,6 +47,7 @@ class Tally:
         ok = [s for s in self.samples if s.ok]
         latencies = [s.latency_s for s in ok]
         ttfts = [s.ttft_s for s in ok if s.ttft_s is not None]
+        cpus = [s.server_cpu_s for s in ok if s.server_cpu_s is not None]
         n = len(self.samples)
         errors = [s for s in self.samples if not s.ok]
         return {
@@ -59,6 +60,7 @@ class Tally:
             "ttft_p50_ms": ms(percentile(ttfts, 50)),
             "ttft_p99_ms": ms(percentile(ttfts, 99)),
             "server_cpu_ms_per_run": round(self.server_cpu_s * 1000 / n, 2) if n else None,
+            "server_cpu_ms_median": ms(percentile(cpus, 50)),
             "client_cpu_ms_per_run": round(self.client_cpu_s * 1000 / n, 2) if n else None,
             "error_examples": sorted({s.error or "" for s in errors})[:3],
         }
@@ -78,6 +80,7 @@ async def measured_run(target: Target, tally: Tally) -> Sample:
     sample = await target.run()
     server1 = server_cpu(target)
     client1 = time.process_time()
+    sample.server_cpu_s = server1 - server0
     tally.samples.append(sample)
     tally.server_cpu_s += server1 - server0
     tally.client_cpu_s += client1 - client0

@@ -57,6 +57,7 @@ class Sample:
     ttft_s: float | None = None
     error: str | None = None
     malformed: bool = False
+    server_cpu_s: float | None = None  # sequential runs only: the server's CPU for this run
 
 
 class Target(ABC):
