@@ -22,15 +22,24 @@ SLOW_ANSWER = (
     "明天开始转为多云，后天可能有小雨，周末之前天气总体平稳，出行不受影响。"
 )
 
-# One condition, checked as a whole on every frame: the thought is streaming, folded,
-# its newest words show in the summary, and no answer has started yet.
+# One condition, checked as a whole on every frame: the thought is streaming, open, its
+# text shows in the body, and no answer has started yet.
+STREAMING_OPEN = """() => {
+  const block = document.querySelector(".reasoning");
+  return block !== null
+    && block.dataset.state === "streaming"
+    && block.open
+    && block.querySelector(".reasoning-body").textContent.length > 0
+    && block.querySelector(".reasoning-preview").textContent === ""
+    && document.querySelector(".msg-assistant") === null;
+}"""
+# The same, folded by the reader: the newest words show in the summary instead.
 STREAMING_FOLDED = """() => {
   const block = document.querySelector(".reasoning");
   return block !== null
     && block.dataset.state === "streaming"
     && !block.open
-    && block.querySelector(".reasoning-preview").textContent.length > 0
-    && document.querySelector(".msg-assistant") === null;
+    && block.querySelector(".reasoning-preview").textContent.length > 0;
 }"""
 
 
@@ -60,15 +69,15 @@ def expect_folded(block: Locator, thought: str) -> None:
     expect(block.locator(".reasoning-body")).to_be_hidden()
 
 
-def test_a_replys_reasoning_streams_live_folded_above_the_answer_and_unfolds_on_a_click(
+def test_a_replys_reasoning_streams_open_above_the_answer_folds_when_done_and_unfolds_on_a_click(
     chat: Chat, llm: ScriptedLLM
 ) -> None:
     llm.script(reasoning(SLOW_THOUGHT, text(ANSWER, chunk_size=2, delay_s=0.05)))
     chat.open("weather")
     chat.send("北京今天天气怎么样？")
 
-    # Live: the thought streams into a folded block before any answer text.
-    chat.page.wait_for_function(STREAMING_FOLDED)
+    # Live: the thought streams into an open block before any answer text.
+    chat.page.wait_for_function(STREAMING_OPEN)
     chat.shot("reasoning-streaming")
     expect(thoughts(chat).locator(".reasoning-state")).to_have_text("思考中")
 
@@ -89,6 +98,25 @@ def test_a_replys_reasoning_streams_live_folded_above_the_answer_and_unfolds_on_
 
     thoughts(chat).locator(".reasoning-head").click()
     expect(thoughts(chat).locator(".reasoning-body")).to_be_hidden()
+    expect(chat.errors).to_have_count(0)
+
+
+def test_a_thought_the_reader_folds_while_it_streams_shows_its_newest_words_and_stays_folded(
+    chat: Chat, llm: ScriptedLLM
+) -> None:
+    llm.script(reasoning(SLOW_THOUGHT, text(ANSWER, chunk_size=2, delay_s=0.05)))
+    chat.open("weather")
+    chat.send("北京今天天气怎么样？")
+
+    chat.page.wait_for_function(STREAMING_OPEN)
+    thoughts(chat).locator(".reasoning-head").click()
+    chat.page.wait_for_function(STREAMING_FOLDED)
+    chat.shot("reasoning-folded-by-reader")
+
+    expect(chat.answers).to_have_text([ANSWER])
+    chat.wait_idle()
+    expect_folded(thoughts(chat), SLOW_THOUGHT)
+    expect(thoughts(chat).locator(".reasoning-preview")).to_have_text("")
     expect(chat.errors).to_have_count(0)
 
 

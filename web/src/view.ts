@@ -264,7 +264,8 @@ export class AssistantText {
   }
 }
 
-/** A reply's reasoning (思考过程): folded by default, streamed live, plain text. */
+/** A reply's reasoning (思考过程): open while it streams, folded once done (unless the
+ * reader opened or folded it themselves), plain text. */
 export class ReasoningBlock {
   readonly el: HTMLDetailsElement;
   private readonly body: HTMLElement;
@@ -272,6 +273,9 @@ export class ReasoningBlock {
   private readonly preview: HTMLElement;
   private text = "";
   private scheduled = 0;
+  // The reader's own choice (a click or Enter on the summary) wins over the automatic
+  // open-while-streaming, fold-when-done.
+  private chosen = false;
 
   constructor(readonly id: string) {
     this.body = h("div", { class: "reasoning-body" });
@@ -291,6 +295,10 @@ export class ReasoningBlock {
       ),
       this.body,
     );
+    this.el.querySelector("summary")?.addEventListener("click", () => {
+      this.chosen = true;
+    });
+    this.el.addEventListener("toggle", () => this.renderPreview());
     this.setStreaming(false);
   }
 
@@ -330,6 +338,7 @@ export class ReasoningBlock {
   }
 
   private setStreaming(streaming: boolean): void {
+    if (!this.chosen) this.el.open = streaming;
     this.el.dataset.state = streaming ? "streaming" : "done";
     this.el.classList.toggle("streaming", streaming);
     this.el.setAttribute("aria-busy", streaming ? "true" : "false");
@@ -344,9 +353,10 @@ export class ReasoningBlock {
   }
 
   private renderPreview(): void {
-    // Folded while it streams: its newest words show it is under way.
+    // Folded by the reader while it streams: its newest words show it is under way.
     const lines = this.text.trim().split("\n");
-    this.preview.textContent = this.streaming ? oneLine(lines[lines.length - 1] ?? "", 120) : "";
+    const folded = this.streaming && !this.el.open;
+    this.preview.textContent = folded ? oneLine(lines[lines.length - 1] ?? "", 120) : "";
   }
 }
 
