@@ -12,7 +12,7 @@ WEB_SRC := $(shell find $(WEB)/src $(WEB)/index.html $(WEB)/package.json $(WEB)/
 export LANGGRAPH_CLI_NO_ANALYTICS := 1
 export LANGGRAPH_NO_VERSION_CHECK := 1
 
-.PHONY: install dev run test lint bench browser promtool web clean
+.PHONY: install dev run test lint bench browser promtool postgres web clean
 
 # `make install`/`make run` take what the service needs; the test, lint and bench tools
 # (playwright, langgraph-cli, mypy, ...) come with `make dev`, which the others depend on.
@@ -50,10 +50,23 @@ promtool:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 	  apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 
+# PostgreSQL for the tests (tests/postgres.py): a server on 127.0.0.1:5432 is used as it is;
+# else the tests start a throwaway cluster with Debian's binaries, installed here. Nothing
+# is started here: a policy-rc.d made for the install (when there is none) keeps the
+# package's post-install from starting its service.
+postgres:
+	@{ ls /usr/lib/postgresql/*/bin/initdb || $(PYTHON) -c \
+	  'import socket; socket.create_connection(("127.0.0.1", 5432), 1).close()'; \
+	} >/dev/null 2>&1 || { \
+	  test -e /usr/sbin/policy-rc.d || { printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d \
+	    && chmod +x /usr/sbin/policy-rc.d && trap 'rm -f /usr/sbin/policy-rc.d' EXIT; }; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	  apt-get install -y -qq --no-install-recommends postgresql >/dev/null; }
+
 run: install
 	$(BIN)/react-agent serve
 
-test: dev browser promtool
+test: dev browser promtool postgres
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 

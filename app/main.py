@@ -1,8 +1,10 @@
-"""The `react-agent` command: `serve` runs the HTTP server, `chat`/`graphs` the terminal."""
+"""The `react-agent` command: `serve` runs the HTTP server, `chat`/`graphs` the terminal,
+`prune` the checkpoint retention."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from collections.abc import Sequence
 from types import FrameType
@@ -10,7 +12,7 @@ from types import FrameType
 from pydantic import ValidationError
 
 from app.core.registry import GRAPH_MODULES
-from app.settings import get_settings
+from app.settings import PostgresDb, get_settings
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,7 +46,35 @@ def _parser() -> argparse.ArgumentParser:
     )
     graphs = commands.add_parser("graphs", help="list the agents")
     graphs.add_argument("--server", metavar="URL", help="list the agents of a running server")
+    prune = commands.add_parser(
+        "prune",
+        help="remove old checkpoints and idle threads",
+        description="Keep the latest N checkpoints of each thread's history and remove the "
+        "threads idle for more than D days (their runs and event logs too); a thread with "
+        "a run in progress is left alone. Defaults: AGENT_PRUNE_KEEP, AGENT_PRUNE_IDLE_DAYS.",
+    )
+    prune.add_argument(
+        "--keep", type=_at_least_one, metavar="N", help="checkpoints kept per thread"
+    )
+    prune.add_argument(
+        "--idle-days", type=_positive, metavar="D", help="remove threads idle for more than D days"
+    )
+    prune.add_argument("--dry-run", action="store_true", help="count what would go; remove nothing")
     return parser
+
+
+def _at_least_one(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is less than 1")
+    return value
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if not value > 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"{text} is not more than 0")
+    return value
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -82,6 +112,26 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _database_unreachable() -> str | None:
+    """Why the PostgreSQL server AGENT_DB names refuses us (no password shown), or None.
+
+    Checked before the service starts, so that a wrong URL or password is one line and
+    exit status 2, like any other configuration error. An SQLite file is made as needed.
+    """
+    settings = get_settings()
+    if not isinstance(settings.agent_db, PostgresDb):
+        return None
+    from app.core.errors import StorageUnavailable
+    from app.core.postgres import check
+    from tools.secrets import redactor_for
+
+    try:
+        asyncio.run(check(settings.agent_db))
+    except StorageUnavailable as exc:
+        return redactor_for(settings)(exc.message)
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit code."""
     args = _parser().parse_args(argv)
@@ -92,8 +142,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             where = ".".join(str(part) for part in error["loc"]).upper()
             sys.stderr.write(f"react-agent: configuration error: {where}: {error['msg']}\n")
         return 2
+    if args.command == "serve" or (args.command == "chat" and not args.server):
+        unreachable = _database_unreachable()
+        if unreachable is not None:
+            sys.stderr.write(f"react-agent: configuration error: AGENT_DB: {unreachable}\n")
+            return 2
     if args.command == "serve":
         return _serve(args)
+    if args.command == "prune":
+        from app.cli import prune
+
+        return prune.run(args)
     # The terminal stack is imported only for the commands that use it.
     from app.cli import commands
     from app.cli.chat import EXIT_STOPPED

@@ -5,8 +5,9 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
 
 from graphs.settings import GraphSettings
@@ -14,6 +15,87 @@ from graphs.settings import GraphSettings
 EMPTY_API_KEY = (
     "AGENT_API_KEY is set but empty: set it to a key, or remove the variable to serve without one"
 )
+BAD_DB = "use a file path, sqlite:///path or postgresql://user:password@host:port/database"
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+# Where local files (the terminal's log) go when the database is not a local file.
+LOCAL_DATA = Path("data")
+
+
+class SqliteDb(BaseModel):
+    """AGENT_DB as a path (or `sqlite:///path`): an SQLite file, checkpoints and runs in it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["sqlite"] = "sqlite"
+    path: Path
+
+    @property
+    def data_dir(self) -> Path:
+        """The directory for local files beside the database (the terminal's log)."""
+        return self.path.parent
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+
+class PostgresDb(BaseModel):
+    """AGENT_DB as `postgresql://...`: a PostgreSQL database, checkpoints and runs in it.
+
+    The password is kept apart from the URL, as a secret: `str()` and every message show
+    the URL without it, and the secret redactor masks it wherever it is echoed.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["postgres"] = "postgres"
+    url: str = Field(description="the connection URL without its password")
+    password: SecretStr | None = None
+
+    @property
+    def data_dir(self) -> Path:
+        return LOCAL_DATA
+
+    @property
+    def where(self) -> str:
+        """The URL without password or parameters: the user, host, port and database."""
+        return self.url.partition("?")[0]
+
+    def __str__(self) -> str:
+        return self.where
+
+
+Database = Annotated[SqliteDb | PostgresDb, Field(discriminator="kind")]
+
+
+def parse_database(value: str | Path) -> SqliteDb | PostgresDb:
+    """AGENT_DB's value as the database it names (ValueError: neither a path nor a known URL).
+
+    `sqlite:///data/x.sqlite` is the relative path `data/x.sqlite`, `sqlite:////abs/x`
+    the absolute one (SQLAlchemy's rule). A password in a PostgreSQL URL's user part or
+    in its `password` parameter is taken out of the URL.
+    """
+    if isinstance(value, Path):
+        return SqliteDb(path=value)
+    text = value.strip()
+    scheme, found, rest = text.partition("://")
+    if not found:
+        return SqliteDb(path=Path(text))
+    if scheme == "sqlite" and rest.startswith("/") and len(rest) > 1:
+        return SqliteDb(path=Path(rest[1:]))
+    if scheme not in POSTGRES_SCHEMES:
+        raise ValueError(BAD_DB)  # never echo the value: it may hold a password
+    parts = urlsplit(text)
+    user_info, at, hosts = parts.netloc.rpartition("@")
+    user, colon, password = user_info.partition(":")
+    params = parse_qsl(parts.query, keep_blank_values=True)
+    passwords = [unquote(password)] if colon else []
+    passwords += [v for k, v in params if k == "password"]
+    params = [(k, v) for k, v in params if k != "password"]
+    netloc = f"{user}@{hosts}" if at else hosts
+    query = f"?{urlencode(params)}" if params else ""
+    url = f"postgresql://{netloc}{parts.path}{query}"
+    secret = SecretStr(passwords[-1]) if passwords and passwords[-1] else None
+    return PostgresDb(url=url, password=secret)
 
 
 class Settings(GraphSettings):
@@ -23,7 +105,14 @@ class Settings(GraphSettings):
     service reads is passed down to every graph and tool it builds.
     """
 
-    agent_db: Path = Path("data/agent.sqlite")
+    agent_db: Annotated[Database, NoDecode] = Field(
+        default_factory=lambda: SqliteDb(path=Path("data/agent.sqlite")),
+        description="a path or sqlite:///path (SQLite), or postgresql://... (PostgreSQL)",
+    )
+    agent_db_pool_size: int = Field(10, ge=1, description="PostgreSQL: connections at most")
+    agent_db_prepare: bool = Field(
+        True, description="PostgreSQL: prepared statements (false for pgbouncer transaction mode)"
+    )
     agent_api_key: SecretStr | None = None
     agent_cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     agent_max_body_bytes: int = Field(256 * 1024, ge=1024)
@@ -57,6 +146,12 @@ class Settings(GraphSettings):
             raise ValueError(EMPTY_API_KEY)
         return value
 
+    @field_validator("agent_db", mode="before")
+    @classmethod
+    def _parse_db(cls, value: object) -> object:
+        # Parsed once here: everything after sees SqliteDb or PostgresDb.
+        return parse_database(value) if isinstance(value, str | Path) else value
+
     @field_validator("agent_cors_origins", mode="before")
     @classmethod
     def _split_origins(cls, value: object) -> object:
@@ -64,6 +159,21 @@ class Settings(GraphSettings):
         if isinstance(value, str):
             return [origin.strip() for origin in value.split(",") if origin.strip()]
         return value
+
+    # Checkpoint retention (`react-agent prune`, app.core.retention).
+    agent_prune_keep: int = Field(20, ge=1, description="checkpoints kept per thread")
+    agent_prune_idle_days: float | None = Field(
+        None, gt=0, description="remove threads idle this long; unset: never"
+    )
+    agent_prune_every_s: float | None = Field(
+        None, gt=0, description="the server prunes this often; unset: only `react-agent prune`"
+    )
+
+    @field_validator("agent_prune_idle_days", "agent_prune_every_s", mode="before")
+    @classmethod
+    def _empty_is_off(cls, value: object) -> object:
+        # `AGENT_PRUNE_IDLE_DAYS=` (as .env.example shows it) means off, not a bad number.
+        return None if isinstance(value, str) and not value.strip() else value
 
 
 @lru_cache(maxsize=1)

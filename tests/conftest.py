@@ -12,6 +12,9 @@ from tests.doubles.env import PROJECT_VARS, double_env
 from tests.doubles.llm import ScriptedLLM
 from tests.doubles.open_meteo import FakeOpenMeteo
 
+# PostgreSQL for any test that asks: postgres_admin_url, postgres_url, postgres_module_url.
+pytest_plugins = ["tests.postgres"]
+
 
 @pytest.fixture(scope="session")
 def _llm_server() -> Iterator[ScriptedLLM]:

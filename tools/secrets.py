@@ -26,12 +26,15 @@ MIN_WHOLE = 4
 
 
 def secrets_of(settings: BaseModel) -> list[str]:
-    """The values of every `SecretStr` field of `settings` that is set."""
+    """The values of every `SecretStr` field of `settings` that is set, nested models'
+    included (a database URL's password)."""
     found: list[str] = []
     for name in type(settings).model_fields:
         value = getattr(settings, name, None)
         if isinstance(value, SecretStr) and value.get_secret_value().strip():
             found.append(value.get_secret_value())
+        elif isinstance(value, BaseModel):
+            found.extend(secrets_of(value))
     return found
 
 

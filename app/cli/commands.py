@@ -127,7 +127,7 @@ def chat(args: argparse.Namespace) -> int:
     settings = _settings()
     if settings is None:
         return EXIT_ERROR
-    log = None if args.server else settings.agent_db.parent / CHAT_LOG
+    log = None if args.server else settings.agent_db.data_dir / CHAT_LOG
     _log_to(log, settings)
     try:
         return asyncio.run(_converse(args, settings))

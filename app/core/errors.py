@@ -10,8 +10,8 @@ client shows `message`. The status rule:
   interrupt id not pending);
 - 410 a run whose events have expired; 413 body too large; 422 the request itself is
   wrong (a bad answer, a message too long or not text, no new user message, a bad id);
-- 502 a run that failed (`/api/chat`); 503 the service is shutting down, or (client
-  side) cannot be reached.
+- 502 a run that failed (`/api/chat`); 503 the service is shutting down, (client side)
+  cannot be reached, or (at start-up) cannot reach its database.
 """
 
 from __future__ import annotations
@@ -96,3 +96,8 @@ class Unavailable(ServiceError):
 
 class Unreachable(Unavailable):
     """A client could not reach the service (503)."""
+
+
+class StorageUnavailable(Unavailable):
+    """The database AGENT_DB names cannot be reached (503); at start-up, a configuration
+    error. The message names the database without its password."""

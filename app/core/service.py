@@ -57,9 +57,8 @@ from app.core.runs import (
     RunStore,
     StoredRun,
     ThreadSummary,
-    open_run_store,
 )
-from app.core.storage import end_cut_write, open_checkpointer, probe
+from app.core.storage import end_cut_write, open_storage
 from app.core.telemetry import Telemetry
 from app.core.threads import (
     RUN_KEY,
@@ -261,7 +260,7 @@ class AgentService:
         if self.closing:
             return "draining"
         try:
-            await probe(self.settings.agent_db, READY_TIMEOUT_S)
+            await self.store.probe(READY_TIMEOUT_S)
         except Exception:  # any failure to answer means not ready; the reason is logged
             logger.exception("readiness: the database did not answer")
             return "database"
@@ -798,10 +797,7 @@ async def open_service(
     `telemetry` (default: none) measures and traces the runs (`app.core.telemetry`).
     """
     telemetry = telemetry or Telemetry()
-    async with (
-        open_checkpointer(settings.agent_db) as saver,
-        open_run_store(settings.agent_db) as store,
-    ):
+    async with open_storage(settings) as (saver, store):
         modules = available_graphs(settings, only)
         graphs = compile_graphs(modules, saver, settings)
         # HTTP clients and TLS set-up are start-up work; a missing key is not fatal here:

@@ -1,24 +1,69 @@
-"""The durable store: the SQLite checkpointer, one saver per process on AGENT_DB.
+"""The durable store on AGENT_DB: checkpoints and runs, on SQLite or PostgreSQL.
 
-`probe(path, timeout_s)` checks, on a connection of its own, that the database file is
-there and that a writer could take its lock now (what every run needs): readiness.
+`open_storage(settings)` is the one place the backend is chosen, from the parsed
+AGENT_DB (`app.settings.SqliteDb` | `PostgresDb`), and yields the checkpointer and the
+run store (`app.core.runs.RunStore`) on the same database:
+
+- SQLite: an async SQLite saver on the file (WAL mode) and the run store on a connection
+  of its own;
+- PostgreSQL: one pool (AGENT_DB_POOL_SIZE connections at most) shared by LangGraph's
+  `AsyncPostgresSaver` and the run store; both schemas are set up (when not current
+  yet) under a lock, so replicas may start together. A database that cannot be reached
+  at start-up raises `StorageUnavailable`.
+
+`open_checkpointer(db)` opens a checkpointer alone (graph tests, benchmarks).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import aiosqlite
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from app.core.runs import RunStore
+from app.core.runs_sqlite import open_sqlite_run_store
+from app.settings import PostgresDb, Settings, SqliteDb
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+
+
+class Storage(NamedTuple):
+    """The checkpointer and the run store on one database."""
+
+    saver: BaseCheckpointSaver
+    runs: RunStore
+
 
 @asynccontextmanager
-async def open_checkpointer(path: Path) -> AsyncIterator[AsyncSqliteSaver]:
-    """Open (creating if needed) the checkpoint database at `path` in WAL mode."""
+async def open_storage(settings: Settings) -> AsyncIterator[Storage]:
+    """The checkpointer and the run store on AGENT_DB, schemas created if needed."""
+    db = settings.agent_db
+    if isinstance(db, PostgresDb):
+        async with _open_postgres(db, settings.agent_db_pool_size, settings.agent_db_prepare) as (
+            storage
+        ):
+            yield storage
+        return
+    async with open_checkpointer(db) as saver, open_sqlite_run_store(db.path) as runs:
+        yield Storage(saver, runs)
+
+
+@asynccontextmanager
+async def open_checkpointer(
+    db: Path | SqliteDb | PostgresDb, *, pool_size: int = 10, prepare: bool = True
+) -> AsyncIterator[BaseCheckpointSaver]:
+    """A checkpointer alone on `db` (a path is an SQLite file), set up for use."""
+    if isinstance(db, PostgresDb):
+        async with _open_postgres(db, pool_size, prepare) as storage:
+            yield storage.saver
+        return
+    path = db.path if isinstance(db, SqliteDb) else db
     path.parent.mkdir(parents=True, exist_ok=True)
     async with aiosqlite.connect(path) as conn:
         # WAL lets a reader (another process, a `GET /api/threads`) see a consistent
@@ -33,34 +78,45 @@ async def open_checkpointer(path: Path) -> AsyncIterator[AsyncSqliteSaver]:
             await end_cut_write(saver)
 
 
+@asynccontextmanager
+async def _open_postgres(db: PostgresDb, pool_size: int, prepare: bool) -> AsyncIterator[Storage]:
+    # Imported here: an SQLite deployment never loads the PostgreSQL stack.
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    from app.core.postgres import Pool, open_pool
+    from app.core.runs_postgres import PostgresRunStore
+
+    async def current(conn: AsyncConnection[Any]) -> bool:
+        # Both: a newer langgraph-checkpoint-postgres may bring migrations of its own.
+        if not await PostgresRunStore.current(conn):
+            return False
+        cursor = await conn.execute("SELECT to_regclass('checkpoint_migrations') IS NOT NULL")
+        row = await cursor.fetchone()
+        if row is None or not row[0]:
+            return False
+        cursor = await conn.execute("SELECT max(v) FROM checkpoint_migrations")
+        row = await cursor.fetchone()
+        return row is not None and row[0] == len(AsyncPostgresSaver.MIGRATIONS) - 1
+
+    async def setup(pool: Pool) -> None:
+        await AsyncPostgresSaver(pool).setup()
+        await PostgresRunStore(pool).setup()
+
+    async with open_pool(db, size=pool_size, prepare=prepare, current=current, setup=setup) as pool:
+        yield Storage(AsyncPostgresSaver(pool), PostgresRunStore(pool))
+
+
 async def end_cut_write(saver: BaseCheckpointSaver) -> None:
     """Roll back a checkpoint write that a cancelled run cut before its commit.
 
     The SQLite saver commits inside its lock, after its statement: a cancel in between
     leaves its connection inside a transaction that holds the file's write lock against
     every other connection (the run store's), even after `close()` if a cut cursor is
-    still referenced. Under the lock, any open transaction is such a cut write.
+    still referenced. Under the lock, any open transaction is such a cut write. Other
+    savers need nothing: the PostgreSQL one writes in autocommit, and its pool rolls
+    back (or closes) a connection a cancelled statement left busy before reusing it.
     """
     if isinstance(saver, AsyncSqliteSaver):
         async with saver.lock:
             if saver.conn.in_transaction:
                 await saver.conn.rollback()
-
-
-async def probe(path: Path, timeout_s: float) -> None:
-    """Raise unless the database at `path` exists and its write lock can be had in time.
-
-    A connection of its own, so a probe that waits never holds up the service's.
-    """
-    uri = _existing(path)
-    async with (
-        asyncio.timeout(timeout_s),
-        aiosqlite.connect(uri, uri=True, timeout=timeout_s) as conn,
-    ):
-        await conn.execute("BEGIN IMMEDIATE")
-        await conn.rollback()
-
-
-def _existing(path: Path) -> str:
-    """An SQLite URI that opens `path` only if it exists (never creates it)."""
-    return path.absolute().as_uri() + "?mode=rw"

@@ -29,6 +29,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 
 from app.core.errors import Invalid, ServiceError
+from app.core.pruning import periodic_prune
 from app.core.service import open_service
 from app.core.telemetry import Telemetry
 from app.http.observability import add_probes, count_requests, trace_requests
@@ -50,7 +51,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         try:
-            async with open_service(settings, recover=True, telemetry=telemetry) as service:
+            async with (
+                open_service(settings, recover=True, telemetry=telemetry) as service,
+                periodic_prune(service.saver, service.store, settings),
+            ):
                 app.state.service = service
                 yield
         finally:

@@ -101,9 +101,10 @@ def test_graphs_lists_the_agents(cli_env: dict[str, str]) -> None:
 @pytest.mark.parametrize(
     ("args", "shown"),
     [
-        ((), r"\{serve,chat,graphs\}"),
+        ((), r"\{serve,chat,graphs,prune\}"),
         (("chat",), r"--thread ID.*--server URL.*-m TEXT"),
         (("graphs",), r"--server URL"),
+        (("prune",), r"--keep N.*--idle-days D.*--dry-run"),
     ],
 )
 def test_help_is_available_for_every_command(

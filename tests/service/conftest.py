@@ -3,25 +3,34 @@
 One server per test module (`server`), started against the session's LLM and
 Open-Meteo doubles with a bearer key, a recognisable OpenAI key (so tests can prove
 it never leaks) and no model retries (so failures are fast).
+
+Every server runs once on each storage backend: `backend` (module-scoped, `[sqlite]`
+and `[postgres]`) says where, and `server_env` takes it, so a test or fixture that
+starts a server is parametrized by asking for it. A PostgreSQL server gets a database
+of its own (`Backend.agent_db`), dropped with the module.
 """
 
 from __future__ import annotations
 
 import codecs
 import json
+import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from tests.doubles.env import env_for_subprocess
 from tests.doubles.llm import ScriptedLLM
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.doubles.otlp import OtlpReceiver
+from tests.postgres import fresh_database
 from tests.processes import ServerProcess
 
 API_KEY = "agent-key-4d1f0c7e"
@@ -30,11 +39,61 @@ KEEPALIVE_S = 0.2
 UI_ORIGIN = "http://ui.example"
 
 
+BACKENDS = ("sqlite", "postgres")
+SQLITE_FILE = "agent.sqlite"
+
+
+class Backend:
+    """Where this module's servers keep checkpoints and runs: `sqlite` or `postgres`."""
+
+    def __init__(
+        self, name: str, admin_url: str | None = None, cleanup: ExitStack | None = None
+    ) -> None:
+        self.name = name
+        self._admin_url = admin_url
+        self._cleanup = cleanup or ExitStack()
+        self._databases: dict[Path, str] = {}
+
+    def agent_db(self, data_dir: Path) -> str:
+        """AGENT_DB for the server(s) of `data_dir`: its SQLite file, or a PostgreSQL
+        database made for it on first use (a restart on `data_dir` finds it again)."""
+        if self._admin_url is None:
+            return str(data_dir / SQLITE_FILE)
+        if data_dir not in self._databases:
+            self._databases[data_dir] = self._cleanup.enter_context(fresh_database(self._admin_url))
+        return self._databases[data_dir]
+
+    def execute(self, data_dir: Path, statement: str) -> None:
+        """Run one SQL statement on the database of `data_dir`'s servers."""
+        if self._admin_url is None:
+            with sqlite3.connect(data_dir / SQLITE_FILE) as conn:
+                conn.execute(statement)
+        else:
+            with psycopg.connect(self.agent_db(data_dir), autocommit=True) as conn:
+                conn.execute(statement.encode())
+
+
+# For the few servers that must run on SQLite: each says why where it uses this.
+SQLITE = Backend("sqlite")
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    """The storage backend of the module's servers (each module runs once per backend)."""
+    admin_url = (
+        request.getfixturevalue("postgres_admin_url") if request.param == "postgres" else None
+    )
+    with ExitStack() as cleanup:
+        yield Backend(request.param, admin_url, cleanup)
+
+
 def server_env(
-    llm: ScriptedLLM, meteo: FakeOpenMeteo, data_dir: Path, **extra: str
+    llm: ScriptedLLM, meteo: FakeOpenMeteo, data_dir: Path, *, backend: Backend, **extra: str
 ) -> dict[str, str]:
-    """The child's environment: the doubles, plus this suite's key, secret and timings."""
+    """The child's environment: the doubles, the backend's database, plus this suite's
+    key, secret and timings."""
     base = {
+        "AGENT_DB": backend.agent_db(data_dir),
         "AGENT_API_KEY": API_KEY,
         "OPENAI_API_KEY": OPENAI_SECRET,
         "OPENAI_MAX_RETRIES": "0",
@@ -53,11 +112,14 @@ def otlp() -> Iterator[OtlpReceiver]:
 
 @pytest.fixture(scope="module")
 def server(
-    _llm_server: ScriptedLLM, _meteo_server: FakeOpenMeteo, tmp_path_factory: pytest.TempPathFactory
+    _llm_server: ScriptedLLM,
+    _meteo_server: FakeOpenMeteo,
+    tmp_path_factory: pytest.TempPathFactory,
+    backend: Backend,
 ) -> Iterator[ServerProcess]:
-    """The module's server process (a fresh SQLite file per module)."""
+    """The module's server process (a fresh database per module and backend)."""
     data_dir = tmp_path_factory.mktemp("service")
-    process = ServerProcess(server_env(_llm_server, _meteo_server, data_dir))
+    process = ServerProcess(server_env(_llm_server, _meteo_server, data_dir, backend=backend))
     yield process
     process.stop()
 

@@ -7,13 +7,13 @@ from pathlib import Path
 from tests.doubles.llm import ScriptedLLM, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.processes import ServerProcess
-from tests.service.conftest import Api, answer, run_body, server_env
+from tests.service.conftest import Api, Backend, answer, run_body, server_env
 
 
 def test_a_killed_server_leaves_an_interrupt_a_restarted_one_resumes(
-    llm: ScriptedLLM, meteo: FakeOpenMeteo, data_dir: Path
+    llm: ScriptedLLM, meteo: FakeOpenMeteo, data_dir: Path, backend: Backend
 ) -> None:
-    env = server_env(llm, meteo, data_dir)
+    env = server_env(llm, meteo, data_dir, backend=backend)
     first = ServerProcess(env)
     try:
         llm.script(tool_call("ask_input", {"message": "哪个城市？", "placeholder": "北京"}))

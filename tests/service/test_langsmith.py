@@ -12,7 +12,7 @@ from tests.doubles.langsmith import LangSmithSink
 from tests.doubles.llm import ScriptedLLM, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.processes import ServerProcess, free_port
-from tests.service.conftest import Api, run_body, server_env
+from tests.service.conftest import Api, Backend, run_body, server_env
 
 LANGSMITH_KEY = "lsv2-test-SECRET-2718281828"
 ID_FIELDS = ("messageId", "toolCallId", "parentMessageId")
@@ -27,9 +27,14 @@ def sink() -> Iterator[LangSmithSink]:
 
 
 def _serve(
-    llm: ScriptedLLM, meteo: FakeOpenMeteo, factory: pytest.TempPathFactory, **extra: str
+    llm: ScriptedLLM,
+    meteo: FakeOpenMeteo,
+    factory: pytest.TempPathFactory,
+    backend: Backend,
+    **extra: str,
 ) -> ServerProcess:
-    return ServerProcess(server_env(llm, meteo, factory.mktemp("langsmith"), **extra))
+    data_dir = factory.mktemp("langsmith")
+    return ServerProcess(server_env(llm, meteo, data_dir, backend=backend, **extra))
 
 
 @pytest.fixture(scope="module")
@@ -38,18 +43,16 @@ def servers(
     _llm_server: ScriptedLLM,
     _meteo_server: FakeOpenMeteo,
     tmp_path_factory: pytest.TempPathFactory,
+    backend: Backend,
 ) -> Iterator[dict[str, ServerProcess]]:
     traced = {"LANGSMITH_TRACING": "true", "LANGSMITH_API_KEY": LANGSMITH_KEY}
     unreachable = f"http://127.0.0.1:{free_port()}"
     started: dict[str, ServerProcess] = {}
     try:
-        started["off"] = _serve(_llm_server, _meteo_server, tmp_path_factory)
-        started["to a sink"] = _serve(
-            _llm_server, _meteo_server, tmp_path_factory, LANGSMITH_ENDPOINT=sink.url, **traced
-        )
-        started["to nowhere"] = _serve(
-            _llm_server, _meteo_server, tmp_path_factory, LANGSMITH_ENDPOINT=unreachable, **traced
-        )
+        serve = (_llm_server, _meteo_server, tmp_path_factory, backend)
+        started["off"] = _serve(*serve)
+        started["to a sink"] = _serve(*serve, LANGSMITH_ENDPOINT=sink.url, **traced)
+        started["to nowhere"] = _serve(*serve, LANGSMITH_ENDPOINT=unreachable, **traced)
         yield started
     finally:
         for process in started.values():

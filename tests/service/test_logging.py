@@ -13,7 +13,7 @@ from tests.doubles.llm import ScriptedLLM, error, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.doubles.otlp import OtlpReceiver
 from tests.processes import ServerProcess
-from tests.service.conftest import API_KEY, OPENAI_SECRET, Api, run_body, server_env
+from tests.service.conftest import API_KEY, OPENAI_SECRET, Api, Backend, run_body, server_env
 
 TUSHARE_SECRET = "ts-token-SECRET-31415926"
 TRACE_ID = re.compile(r"[0-9a-f]{32}")
@@ -31,11 +31,13 @@ def json_server(
     _llm_server: ScriptedLLM,
     _meteo_server: FakeOpenMeteo,
     tmp_path_factory: pytest.TempPathFactory,
+    backend: Backend,
 ) -> Iterator[ServerProcess]:
     env = server_env(
         _llm_server,
         _meteo_server,
         tmp_path_factory.mktemp("json-logs"),
+        backend=backend,
         AGENT_LOG_FORMAT="json",
         TUSHARE_TOKEN=TUSHARE_SECRET,
         OTEL_EXPORTER_OTLP_ENDPOINT=otlp.url,

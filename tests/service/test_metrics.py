@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.doubles.llm import ScriptedLLM, error, hang, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.processes import ServerProcess
-from tests.service.conftest import API_KEY, Api, Stream, answer, run_body, server_env
+from tests.service.conftest import API_KEY, Api, Backend, Stream, answer, run_body, server_env
 
 Counts = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -212,11 +212,13 @@ def test_promtool_accepts_what_the_server_exposes(
 
 @pytest.fixture(scope="module")
 def unmeasured(
-    _llm_server: ScriptedLLM, _meteo_server: FakeOpenMeteo, tmp_path_factory: pytest.TempPathFactory
+    _llm_server: ScriptedLLM,
+    _meteo_server: FakeOpenMeteo,
+    tmp_path_factory: pytest.TempPathFactory,
+    backend: Backend,
 ) -> Iterator[ServerProcess]:
-    env = server_env(
-        _llm_server, _meteo_server, tmp_path_factory.mktemp("nometrics"), AGENT_METRICS="false"
-    )
+    data_dir = tmp_path_factory.mktemp("nometrics")
+    env = server_env(_llm_server, _meteo_server, data_dir, backend=backend, AGENT_METRICS="false")
     process = ServerProcess(env)
     yield process
     process.stop()
@@ -239,11 +241,13 @@ def test_with_metrics_off_there_is_no_metrics_endpoint_and_runs_work(
 
 @pytest.fixture(scope="module")
 def retrying(
-    _llm_server: ScriptedLLM, _meteo_server: FakeOpenMeteo, tmp_path_factory: pytest.TempPathFactory
+    _llm_server: ScriptedLLM,
+    _meteo_server: FakeOpenMeteo,
+    tmp_path_factory: pytest.TempPathFactory,
+    backend: Backend,
 ) -> Iterator[ServerProcess]:
-    env = server_env(
-        _llm_server, _meteo_server, tmp_path_factory.mktemp("retrying"), OPENAI_MAX_RETRIES="1"
-    )
+    data_dir = tmp_path_factory.mktemp("retrying")
+    env = server_env(_llm_server, _meteo_server, data_dir, backend=backend, OPENAI_MAX_RETRIES="1")
     process = ServerProcess(env)
     yield process
     process.stop()

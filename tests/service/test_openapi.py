@@ -35,7 +35,7 @@ from app.settings import Settings
 from tests.doubles.llm import ScriptedLLM, text
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.processes import ServerProcess, free_port
-from tests.service.conftest import API_KEY, server_env
+from tests.service.conftest import API_KEY, Backend, server_env
 
 SCHEMATHESIS = str(Path(sys.executable).with_name("schemathesis"))
 HOOKS = str(Path(__file__).with_name("openapi_hooks.py"))
@@ -66,14 +66,19 @@ TWO = b"\xb2"  # "²" in Latin-1 (how headers are read): `isdigit()` says yes, `
 
 @pytest.fixture(scope="module")
 def fuzzed_server(
-    _llm_server: ScriptedLLM, _meteo_server: FakeOpenMeteo, tmp_path_factory: pytest.TempPathFactory
+    _llm_server: ScriptedLLM,
+    _meteo_server: FakeOpenMeteo,
+    tmp_path_factory: pytest.TempPathFactory,
+    backend: Backend,
 ) -> Iterator[ServerProcess]:
     """A server of its own: schemathesis leaves many threads behind."""
     data_dir = tmp_path_factory.mktemp("openapi")
     # No Tushare token (so no MCP connect), and a dead address should one be tried.
     unreachable = f"http://127.0.0.1:{free_port()}/mcp/"
     process = ServerProcess(
-        server_env(_llm_server, _meteo_server, data_dir, TUSHARE_MCP_URL=unreachable)
+        server_env(
+            _llm_server, _meteo_server, data_dir, backend=backend, TUSHARE_MCP_URL=unreachable
+        )
     )
     yield process
     process.stop()

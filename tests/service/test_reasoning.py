@@ -11,7 +11,7 @@ import pytest
 from tests.doubles.llm import ScriptedLLM, deepseek, react, reasoning, text, think, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.processes import ServerProcess
-from tests.service.conftest import Api, Stream, run_body, server_env
+from tests.service.conftest import Api, Backend, Stream, run_body, server_env
 
 VERIFIER = Path(__file__).with_name("verify_agui.cjs")
 THOUGHT = "用户问北京天气，先查天气再回答。"
@@ -90,9 +90,10 @@ def test_a_whole_reply_from_chat_keeps_its_reasoning_apart(
 
 
 def test_a_text_mode_thought_streams_as_reasoning(
-    llm: ScriptedLLM, meteo: FakeOpenMeteo, tmp_path: Path, thread_id: str
+    llm: ScriptedLLM, meteo: FakeOpenMeteo, tmp_path: Path, thread_id: str, backend: Backend
 ) -> None:
-    server = ServerProcess(server_env(llm, meteo, tmp_path, AGENT_TOOL_CALLING="text"))
+    env = server_env(llm, meteo, tmp_path, backend=backend, AGENT_TOOL_CALLING="text")
+    server = ServerProcess(env)
     api = Api(server)
     try:
         llm.script(react("直接回答即可。", answer="你好！"))

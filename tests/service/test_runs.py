@@ -19,7 +19,7 @@ import pytest
 from tests.doubles.llm import ScriptedLLM, call, hang, text, tool_call, tool_calls
 from tests.doubles.open_meteo import HANG_CITY, FakeOpenMeteo
 from tests.processes import ServerProcess
-from tests.service.conftest import Api, Stream, run_body, server_env
+from tests.service.conftest import Api, Backend, Stream, run_body, server_env
 
 VERIFIER = Path(__file__).with_name("verify_agui.cjs")
 DEADLINE_S = 20.0
@@ -326,14 +326,16 @@ def test_chat_takes_a_multitask_strategy_and_returns_the_run_id(
 # --- separate servers on one database ---------------------------------------------------
 
 
-def start(llm: ScriptedLLM, meteo: FakeOpenMeteo, data_dir: Path, **extra: str) -> ServerProcess:
-    return ServerProcess(server_env(llm, meteo, data_dir, **extra))
+def start(
+    llm: ScriptedLLM, meteo: FakeOpenMeteo, data_dir: Path, backend: Backend, **extra: str
+) -> ServerProcess:
+    return ServerProcess(server_env(llm, meteo, data_dir, backend=backend, **extra))
 
 
 def test_events_of_a_run_finished_longer_ago_than_the_ttl_are_gone_with_410(
-    llm: ScriptedLLM, meteo: FakeOpenMeteo, tmp_path: Path, thread_id: str
+    llm: ScriptedLLM, meteo: FakeOpenMeteo, tmp_path: Path, thread_id: str, backend: Backend
 ) -> None:
-    server = start(llm, meteo, tmp_path, AGENT_RUN_EVENTS_TTL_S="0.2")
+    server = start(llm, meteo, tmp_path, backend, AGENT_RUN_EVENTS_TTL_S="0.2")
     api = Api(server)
     try:
         llm.script(text("好。"))
@@ -357,11 +359,11 @@ def _gone(api: Api, path: str) -> Any:
 
 
 def test_a_run_killed_with_the_server_finishes_by_itself_on_the_next_start(
-    llm: ScriptedLLM, meteo: FakeOpenMeteo, tmp_path: Path, thread_id: str
+    llm: ScriptedLLM, meteo: FakeOpenMeteo, tmp_path: Path, thread_id: str, backend: Backend
 ) -> None:
     meteo.hang_forecast(30)
     llm.script(tool_call("get_weather", {"location": "北京"}), text("北京今天晴。"))
-    server = start(llm, meteo, tmp_path)
+    server = start(llm, meteo, tmp_path, backend)
     api = Api(server)
     body = run_body(thread_id, ("u1", "北京天气"))
     try:
@@ -373,7 +375,7 @@ def test_a_run_killed_with_the_server_finishes_by_itself_on_the_next_start(
     forecasts_before = len(meteo.forecast_requests)
     meteo.reset()
 
-    again = start(llm, meteo, tmp_path)
+    again = start(llm, meteo, tmp_path, backend)
     api = Api(again)
     try:
         done = wait_status(api, thread_id, body["runId"], "success", "error")
@@ -394,11 +396,11 @@ def test_a_run_killed_with_the_server_finishes_by_itself_on_the_next_start(
 
 
 def test_sigterm_leaves_a_long_run_to_the_next_start_within_the_grace_period(
-    llm: ScriptedLLM, meteo: FakeOpenMeteo, tmp_path: Path, thread_id: str
+    llm: ScriptedLLM, meteo: FakeOpenMeteo, tmp_path: Path, thread_id: str, backend: Backend
 ) -> None:
     meteo.hang_forecast(30)
     llm.script(tool_call("get_weather", {"location": "上海"}), text("上海多云。"))
-    server = start(llm, meteo, tmp_path, AGENT_SHUTDOWN_GRACE_S="1")
+    server = start(llm, meteo, tmp_path, backend, AGENT_SHUTDOWN_GRACE_S="1")
     api = Api(server)
     body = run_body(thread_id, ("u1", "上海天气"))
     try:
@@ -414,7 +416,7 @@ def test_sigterm_leaves_a_long_run_to_the_next_start_within_the_grace_period(
     meteo.reset()
 
     assert took < 1 + 3  # the grace period, plus shutting the process down
-    again = start(llm, meteo, tmp_path)
+    again = start(llm, meteo, tmp_path, backend)
     api = Api(again)
     try:
         done = wait_status(api, thread_id, body["runId"], "success", "error")

@@ -41,7 +41,7 @@ from tests.doubles.llm import ScriptedLLM, Turn, error, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.doubles.tushare_mcp import EchoKind, TushareMCP
 from tests.processes import REACT_AGENT, ROOT, ServerProcess
-from tests.service.conftest import Api, run_body, server_env
+from tests.service.conftest import Api, Backend, run_body, server_env
 
 # --- the secrets, and what counts as a piece of one ----------------------------------
 
@@ -231,10 +231,12 @@ def secrets_server(
     _meteo_server: FakeOpenMeteo,
     mcp: TushareMCP,
     tmp_path_factory: pytest.TempPathFactory,
+    backend: Backend,
 ) -> Iterator[ServerProcess]:
     """One server holding all three secrets, its Tushare toolset connected once, unharmed."""
     data_dir = tmp_path_factory.mktemp("secrets")
-    process = ServerProcess(server_env(_llm_server, _meteo_server, data_dir, **secret_env(mcp)))
+    env = server_env(_llm_server, _meteo_server, data_dir, backend=backend, **secret_env(mcp))
+    process = ServerProcess(env)
     api = _api(process)
     try:
         _llm_server.reset()
@@ -371,7 +373,10 @@ class Case:
 
 @pytest.fixture(scope="module")
 def connect_outputs(
-    _llm_server: ScriptedLLM, _meteo_server: FakeOpenMeteo, tmp_path_factory: pytest.TempPathFactory
+    _llm_server: ScriptedLLM,
+    _meteo_server: FakeOpenMeteo,
+    tmp_path_factory: pytest.TempPathFactory,
+    backend: Backend,
 ) -> Iterator[dict[str, dict[str, str]]]:
     """Per secret, the outputs of a toolset connect meeting the echo, on a server of its
     own (a connect that once succeeds is kept): every secret's runs first, then the
@@ -380,7 +385,8 @@ def connect_outputs(
     upstream = BY_ID["mcp_connect_malformed"]
     with TushareMCP(token=TUSHARE_TOKEN) as mcp:
         data_dir = tmp_path_factory.mktemp("connect")
-        process = ServerProcess(server_env(llm, _meteo_server, data_dir, **secret_env(mcp)))
+        env = server_env(llm, _meteo_server, data_dir, backend=backend, **secret_env(mcp))
+        process = ServerProcess(env)
         api = _api(process)
         try:
             cases = {secret_id: Case(upstream, secret_id, api, process) for secret_id in SECRETS}
@@ -401,6 +407,7 @@ def test_no_fragment_of_a_secret_an_upstream_echoes_reaches_a_client_the_log_or_
     llm: ScriptedLLM,
     mcp: TushareMCP,
     meteo: FakeOpenMeteo,
+    backend: Backend,  # asked for here: the servers below are fetched by name, per backend
 ) -> None:
     upstream = BY_ID[upstream_id]
     if upstream.connect:

@@ -8,7 +8,6 @@ answers with a hint and no model call, which is all a thread of another agent ne
 
 from __future__ import annotations
 
-import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -22,7 +21,7 @@ import pytest
 from tests.doubles.llm import ScriptedLLM, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.processes import ServerProcess
-from tests.service.conftest import Api, run_body, server_env
+from tests.service.conftest import Api, Backend, run_body, server_env
 
 SETTLE_S = 10.0
 POLL_S = 0.05
@@ -237,15 +236,16 @@ def test_a_forgotten_thread_leaves_the_list(api: Api, llm: ScriptedLLM) -> None:
 
 @pytest.fixture
 def database(
-    _llm_server: ScriptedLLM, _meteo_server: FakeOpenMeteo, tmp_path: Path
+    _llm_server: ScriptedLLM, _meteo_server: FakeOpenMeteo, tmp_path: Path, backend: Backend
 ) -> Iterator[Callable[[], Api]]:
-    """Start a server on this test's database file (again after each `stop`)."""
+    """Start a server on this test's database (again after each `stop`)."""
     clients: list[Api] = []
 
     def start() -> Api:
         for client in clients:
             client.server.stop()
-        client = Api(ServerProcess(server_env(_llm_server, _meteo_server, tmp_path)))
+        env = server_env(_llm_server, _meteo_server, tmp_path, backend=backend)
+        client = Api(ServerProcess(env))
         clients.append(client)
         return client
 
@@ -275,7 +275,7 @@ def test_the_list_is_the_same_after_a_restart(
 
 
 def test_threads_recorded_before_the_list_existed_are_listed_from_their_runs(
-    database: Callable[[], Api], llm: ScriptedLLM, tmp_path: Path
+    database: Callable[[], Api], llm: ScriptedLLM, tmp_path: Path, backend: Backend
 ) -> None:
     api = database()
     old, older = new_thread(), new_thread()
@@ -286,8 +286,7 @@ def test_threads_recorded_before_the_list_existed_are_listed_from_their_runs(
     runs = api.http.get(f"/api/threads/{older}/runs").json()
     api.server.stop()
     # The database as a server from before the thread list left it: runs, no thread table.
-    with sqlite3.connect(tmp_path / "agent.sqlite") as conn:
-        conn.execute("DROP TABLE agent_threads")
+    backend.execute(tmp_path, "DROP TABLE agent_threads")
 
     upgraded = database()
 

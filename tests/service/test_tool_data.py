@@ -18,7 +18,7 @@ from tests.doubles.llm import ScriptedLLM, text, tool_call
 from tests.doubles.open_meteo import BEIJING, FakeOpenMeteo, forecast_values
 from tests.doubles.tushare_mcp import TushareMCP
 from tests.processes import ServerProcess
-from tests.service.conftest import Api, Stream, run_body, server_env
+from tests.service.conftest import Api, Backend, Stream, run_body, server_env
 
 TOKEN = "tushare-token-tool-data-7c1e"
 CODE = "000001.SZ"
@@ -38,11 +38,13 @@ def data_server(
     _meteo_server: FakeOpenMeteo,
     mcp: TushareMCP,
     tmp_path_factory: pytest.TempPathFactory,
+    backend: Backend,
 ) -> Iterator[ServerProcess]:
     env = server_env(
         _llm_server,
         _meteo_server,
         tmp_path_factory.mktemp("tool-data"),
+        backend=backend,
         TUSHARE_MCP_URL=mcp.url,
         TUSHARE_TOKEN=TOKEN,
     )

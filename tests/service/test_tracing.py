@@ -13,7 +13,7 @@ from tests.doubles.llm import ScriptedLLM, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.doubles.otlp import OtlpReceiver, ReceivedSpan
 from tests.processes import ROOT, ServerProcess
-from tests.service.conftest import API_KEY, OPENAI_SECRET, Api, run_body, server_env
+from tests.service.conftest import API_KEY, OPENAI_SECRET, Api, Backend, run_body, server_env
 
 SERVER_KIND, CLIENT_KIND = 2, 3  # OTLP span kinds
 STATUS_ERROR = 2
@@ -26,11 +26,13 @@ def traced(
     _llm_server: ScriptedLLM,
     _meteo_server: FakeOpenMeteo,
     tmp_path_factory: pytest.TempPathFactory,
+    backend: Backend,
 ) -> Iterator[ServerProcess]:
     env = server_env(
         _llm_server,
         _meteo_server,
         tmp_path_factory.mktemp("traced"),
+        backend=backend,
         OTEL_EXPORTER_OTLP_ENDPOINT=otlp.url,
         OTEL_BSP_SCHEDULE_DELAY=EXPORT_DELAY_MS,
         OTEL_SERVICE_NAME="agent-under-test",

@@ -1,0 +1,172 @@
+"""The run store on PostgreSQL: the AGENT_DB database, beside the checkpoints.
+
+`PostgresRunStore(pool)` shares the saver's pool: every operation takes one pooled
+connection, a write runs all its statements in one transaction there (rows of a step
+pipelined by `executemany`). The queries are `app.core.runs_sql`'s, `?` placeholders
+turned into psycopg's `%s`. Times stay epoch seconds (`double precision`), so records
+read the same as on SQLite. `setup()` is idempotent and runs under the set-up lock
+(`app.core.postgres.open_pool`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any, ClassVar
+
+from psycopg import AsyncConnection
+from psycopg.rows import tuple_row
+
+from app.core.errors import StorageUnavailable
+from app.core.postgres import Pool
+from app.core.runs import threads_from_runs
+from app.core.runs_sql import INSERT_THREAD, RUNS_FOR_THREADS, SqlRunStore, Step
+
+# agent_runs.rowid: insertion order, named after SQLite's implicit column so that the
+# shared queries break ties between runs created in the same instant the same way.
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS agent_runs (
+    thread_id text NOT NULL,
+    run_id text NOT NULL,
+    graph text NOT NULL,
+    status text NOT NULL,
+    created_at double precision NOT NULL,
+    finished_at double precision,
+    error_code text,
+    error_message text,
+    owner text NOT NULL,
+    request text NOT NULL,
+    checkpoint_before text,
+    rowid bigint GENERATED ALWAYS AS IDENTITY,
+    PRIMARY KEY (thread_id, run_id)
+);
+CREATE INDEX IF NOT EXISTS agent_runs_active ON agent_runs (created_at, rowid)
+    WHERE status IN ('queued', 'running');
+CREATE INDEX IF NOT EXISTS agent_runs_finished ON agent_runs (finished_at);
+CREATE TABLE IF NOT EXISTS agent_run_events (
+    thread_id text NOT NULL,
+    run_id text NOT NULL,
+    seq integer NOT NULL,
+    data text NOT NULL,
+    PRIMARY KEY (thread_id, run_id, seq)
+);
+CREATE TABLE IF NOT EXISTS agent_thread_leases (
+    thread_id text PRIMARY KEY,
+    run_id text NOT NULL,
+    owner text NOT NULL,
+    expires_at double precision NOT NULL
+);
+CREATE INDEX IF NOT EXISTS agent_thread_leases_owner ON agent_thread_leases (owner);
+CREATE TABLE IF NOT EXISTS agent_schema (version integer NOT NULL);
+"""
+# The schema's version, written last by `setup`: a database that has it (and every
+# table) needs no set-up. Raise it with each change to the tables above.
+SCHEMA_VERSION = 1
+TABLES = ("agent_runs", "agent_run_events", "agent_threads", "agent_thread_leases", "agent_schema")
+# Created, and filled from the runs already recorded, when missing (as on SQLite).
+THREADS_SCHEMA = """
+CREATE TABLE agent_threads (
+    thread_id text PRIMARY KEY,
+    graph text NOT NULL,
+    title text NOT NULL,
+    created_at double precision NOT NULL,
+    updated_at double precision NOT NULL
+);
+CREATE INDEX agent_threads_updated ON agent_threads (graph, updated_at);
+"""
+READ_ONLY = "the database takes no writes (a standby in recovery)"
+
+
+@lru_cache(maxsize=256)
+def _pg(sql: str) -> str:
+    """`sql` with psycopg's placeholders (the shared queries have no literal `?` or `%`)."""
+    return sql.replace("?", "%s")
+
+
+def _statements(script: str) -> list[str]:
+    return [statement for statement in script.split(";") if statement.strip()]
+
+
+class PostgresRunStore(SqlRunStore):
+    """The run store on the process's PostgreSQL pool."""
+
+    GREATEST: ClassVar[str] = "GREATEST"
+    NOW: ClassVar[str] = "extract(epoch from now())::double precision"
+
+    def __init__(self, pool: Pool) -> None:
+        self._pool = pool
+
+    @staticmethod
+    async def current(conn: AsyncConnection[Any]) -> bool:
+        """Whether the database has every table of ours at SCHEMA_VERSION."""
+        cursor = conn.cursor(row_factory=tuple_row)
+        await cursor.execute(
+            "SELECT bool_and(to_regclass(name) IS NOT NULL) FROM unnest(%s::text[]) AS name",
+            (list(TABLES),),
+        )
+        row = await cursor.fetchone()
+        if row is None or not row[0]:
+            return False
+        await cursor.execute("SELECT max(version) FROM agent_schema")
+        row = await cursor.fetchone()
+        return row is not None and row[0] == SCHEMA_VERSION
+
+    async def setup(self) -> None:
+        """Create what is missing (idempotent), then record SCHEMA_VERSION, in one
+        transaction; run under the set-up lock."""
+        async with self._pool.connection() as conn, conn.transaction():
+            for statement in _statements(SCHEMA):
+                await conn.execute(statement, prepare=False)
+            cursor = await conn.execute("SELECT to_regclass('agent_threads') IS NULL")
+            row = await cursor.fetchone()
+            if row is not None and next(iter(row.values())):
+                await self._add_threads_table(conn)
+            await conn.execute("DELETE FROM agent_schema")
+            await conn.execute("INSERT INTO agent_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
+
+    async def _add_threads_table(self, conn: AsyncConnection[Any]) -> None:
+        for statement in _statements(THREADS_SCHEMA):
+            await conn.execute(statement, prepare=False)
+        cursor = conn.cursor(row_factory=tuple_row)
+        await cursor.execute(RUNS_FOR_THREADS)
+        rows = threads_from_runs(await cursor.fetchall())
+        if rows:
+            await cursor.executemany(_pg(INSERT_THREAD), rows)
+
+    async def probe(self, timeout_s: float) -> None:
+        """A pooled connection answers within `timeout_s`, on a primary (it takes writes)."""
+        async with asyncio.timeout(timeout_s), self._pool.connection(timeout=timeout_s) as conn:
+            cursor = conn.cursor(row_factory=tuple_row)
+            await cursor.execute("SELECT pg_is_in_recovery()")
+            row = await cursor.fetchone()
+        if row is None or row[0]:
+            raise StorageUnavailable("database_read_only", READ_ONLY)
+
+    async def _transaction(self, steps: Sequence[Step], *, fetch: bool = False) -> Any:
+        # Shielded: the transaction completes even when the awaiting task is cancelled,
+        # as the SQLite store's thread completes it.
+        return await asyncio.shield(self._run_steps(steps, fetch))
+
+    async def _run_steps(self, steps: Sequence[Step], fetch: bool) -> Any:
+        async with self._pool.connection() as conn, conn.transaction():
+            cursor = conn.cursor(row_factory=tuple_row)
+            result: Any = [] if fetch else 0
+            for sql, params in steps:
+                if isinstance(params, list):
+                    if not params:
+                        continue
+                    await cursor.executemany(_pg(sql), params)
+                else:
+                    await cursor.execute(_pg(sql), params)
+                if fetch:
+                    result = await cursor.fetchall() if cursor.description is not None else []
+                else:
+                    result = cursor.rowcount
+            return result
+
+    async def _read(self, sql: str, params: tuple[Any, ...]) -> list[Sequence[Any]]:
+        async with self._pool.connection() as conn:
+            cursor = conn.cursor(row_factory=tuple_row)
+            await cursor.execute(_pg(sql), params)
+            return list(await cursor.fetchall())

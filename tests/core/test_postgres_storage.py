@@ -1,0 +1,136 @@
+"""PostgreSQL storage as replicas meet it: several starting on a new database at once, the
+set-up lock (taken only for a database not yet set up), the pool's size, and prepared
+statements off (for pgbouncer in transaction mode)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import psycopg
+import pytest
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+from app.core.postgres import APPLICATION_NAME, SETUP_LOCK
+from app.core.storage import open_storage
+from app.settings import Settings
+
+REPLICAS = 4
+SETUP_DEADLINE_S = 60.0
+POLL_S = 0.02
+WAITING = "waiting for another process to finish setting up the database"
+TABLES = (
+    "checkpoints",
+    "checkpoint_blobs",
+    "checkpoint_writes",
+    "agent_runs",
+    "agent_run_events",
+    "agent_threads",
+    "agent_thread_leases",
+)
+
+
+def connections_of(url: str) -> int:
+    """How many connections this service holds to the database of `url` now."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND application_name = %s",
+            (APPLICATION_NAME,),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_replicas_starting_together_on_a_new_database_all_set_it_up(
+    postgres_url: str,
+) -> None:
+    started: list[int] = []
+
+    async def replica(number: int) -> None:
+        async with open_storage(Settings(agent_db=postgres_url)) as storage:
+            await storage.runs.probe(1.0)
+            started.append(number)
+
+    async with asyncio.timeout(SETUP_DEADLINE_S):
+        await asyncio.gather(*(replica(n) for n in range(REPLICAS)))
+
+    with psycopg.connect(postgres_url) as conn:
+        found = conn.execute(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename = ANY(%s)",
+            (list(TABLES),),
+        ).fetchone()
+        migrations = conn.execute("SELECT count(*) FROM checkpoint_migrations").fetchone()
+    assert sorted(started) == list(range(REPLICAS))
+    assert found == (len(TABLES),)
+    assert migrations == (len(AsyncPostgresSaver.MIGRATIONS),)
+
+
+async def test_a_start_on_an_up_to_date_database_takes_no_set_up_lock(postgres_url: str) -> None:
+    settings = Settings(agent_db=postgres_url)
+    async with open_storage(settings):
+        pass  # the first start sets the database up
+    holder = await psycopg.AsyncConnection.connect(postgres_url, autocommit=True)
+    try:
+        await holder.execute("SELECT pg_advisory_lock(%s)", (SETUP_LOCK,))  # a replica setting up
+
+        async with asyncio.timeout(SETUP_DEADLINE_S), open_storage(settings) as storage:
+            await storage.runs.probe(1.0)
+    finally:
+        await holder.close()
+
+
+async def test_a_new_database_waits_for_the_set_up_lock_and_is_set_up_once_it_is_free(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="app.core.postgres")
+    holder = await psycopg.AsyncConnection.connect(postgres_url, autocommit=True)
+    await holder.execute("SELECT pg_advisory_lock(%s)", (SETUP_LOCK,))  # a replica setting up
+    opened = asyncio.Event()
+
+    async def start() -> None:
+        async with open_storage(Settings(agent_db=postgres_url)) as storage:
+            opened.set()
+            await storage.runs.probe(1.0)
+
+    starting = asyncio.create_task(start())
+    try:
+        async with asyncio.timeout(SETUP_DEADLINE_S):
+            while WAITING not in caplog.text:
+                assert not starting.done(), starting
+                await asyncio.sleep(POLL_S)  # polling interval, not a wait for a result
+        assert not opened.is_set()
+    finally:
+        await holder.close()  # that replica is done (or gone): its lock is free
+    async with asyncio.timeout(SETUP_DEADLINE_S):
+        await starting
+    assert opened.is_set()
+
+
+async def test_a_burst_of_work_holds_no_more_connections_than_the_pool_size(
+    postgres_url: str,
+) -> None:
+    settings = Settings(agent_db=postgres_url, agent_db_pool_size=2)
+    async with open_storage(settings) as (_, runs):
+        await asyncio.gather(*(runs.threads(None, 10) for _ in range(20)))
+        held = await asyncio.to_thread(connections_of, postgres_url)
+
+    assert 1 <= held <= 2
+    assert await asyncio.to_thread(connections_of, postgres_url) == 0  # all closed at the end
+
+
+async def test_without_prepared_statements_every_pool_connection_prepares_nothing(
+    postgres_url: str,
+) -> None:
+    settings = Settings(agent_db=postgres_url, agent_db_prepare=False)
+    async with open_storage(settings) as (saver, runs):
+        assert isinstance(saver, AsyncPostgresSaver)
+        await runs.threads(None, 10)
+        async with saver.conn.connection() as conn:  # the pool the saver and the store share
+            prepared = await (
+                await conn.execute("SELECT count(*) FROM pg_prepared_statements")
+            ).fetchone()
+            threshold = conn.prepare_threshold
+
+    assert threshold is None
+    assert prepared is not None and next(iter(prepared.values())) == 0

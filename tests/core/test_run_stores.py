@@ -1,0 +1,394 @@
+"""The run store's contract (`app.core.runs.RunStore`) on both backends, through its public
+interface: each test runs on a fresh SQLite file (`[sqlite]`) and on a fresh PostgreSQL
+database (`[postgres]`), opened the way the service opens them (`open_storage`)."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from app.core.runs import Ending, RunError, RunRecord, RunStatus, RunStore, StoredRun
+from app.core.storage import open_storage
+from app.settings import Settings
+
+T0 = 1_800_000_000.0  # a fixed start time, so orders and cut-offs are exact
+HOUR = 3600.0
+DEADLINE_S = 10.0
+POLL_S = 0.01
+Opener = Callable[[], AbstractAsyncContextManager[RunStore]]
+
+
+def execute(agent_db: str, statement: str) -> None:
+    """Run one SQL statement on the database behind `agent_db`, as another client would."""
+    if agent_db.startswith("postgresql://"):
+        with psycopg.connect(agent_db, autocommit=True) as conn:
+            conn.execute(statement.encode())
+    else:
+        with sqlite3.connect(agent_db) as conn:
+            conn.execute(statement)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def agent_db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "agent.sqlite")
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+@pytest.fixture
+def opener(agent_db: str) -> Opener:
+    """Opens the run store on the test's database (again, for a restart)."""
+
+    @asynccontextmanager
+    async def runs() -> AsyncIterator[RunStore]:
+        async with open_storage(Settings(agent_db=agent_db)) as storage:
+            yield storage.runs
+
+    return runs
+
+
+@pytest.fixture
+async def store(opener: Opener) -> AsyncIterator[RunStore]:
+    async with opener() as runs:
+        yield runs
+
+
+def stored(
+    thread_id: str,
+    run_id: str,
+    *,
+    at: float = T0,
+    graph: str = "weather",
+    status: RunStatus = "running",
+    text: str = "北京天气怎么样",
+    owner: str = "host:1",
+    checkpoint: str | None = None,
+) -> StoredRun:
+    record = RunRecord(
+        run_id=run_id, thread_id=thread_id, graph=graph, status=status, created_at=at
+    )
+    request: dict[str, Any] = {
+        "messages": [{"id": f"m-{run_id}", "role": "user", "content": text}],
+        "resume": [],
+        "streamTokens": True,
+    }
+    return StoredRun(record=record, owner=owner, request=request, checkpoint_before=checkpoint)
+
+
+def ending(
+    thread_id: str,
+    run_id: str,
+    at: float,
+    status: RunStatus = "success",
+    error: RunError | None = None,
+) -> Ending:
+    return Ending(thread_id, run_id, status, at, error)
+
+
+async def test_a_created_run_reads_back_with_its_record_owner_request_and_checkpoint(
+    store: RunStore,
+) -> None:
+    run = stored("t1", "r1", checkpoint="cp-0", text="你好")
+
+    assert await store.create(run) is True
+    assert await store.get("t1", "r1") == run
+    assert await store.get("t1", "nope") is None
+
+
+async def test_a_run_id_the_thread_has_used_is_refused_and_leaves_its_thread_as_it_was(
+    store: RunStore,
+) -> None:
+    await store.create(stored("t1", "r1", text="第一句"))
+
+    again = await store.create(stored("t1", "r1", at=T0 + 10, graph="tushare", text="第二句"))
+
+    assert again is False
+    [summary] = await store.threads(None, 10)
+    assert (summary.graph_id, summary.title, summary.updated_at) == ("weather", "第一句", T0)
+    assert [r.graph for r in await store.of_thread("t1")] == ["weather"]
+
+
+async def test_runs_are_newest_first_and_those_created_in_one_instant_by_insertion(
+    store: RunStore,
+) -> None:
+    for run_id, at in [("a", T0), ("b", T0 + 1), ("c", T0 + 1), ("d", T0 + 1)]:
+        await store.create(stored("t1", run_id, at=at))
+
+    assert [r.run_id for r in await store.of_thread("t1")] == ["d", "c", "b", "a"]
+    assert await store.of_thread("t2") == []
+
+
+async def test_started_and_claim_record_the_status_owner_and_start_checkpoint(
+    store: RunStore,
+) -> None:
+    await store.create(stored("t1", "r1", status="queued", owner="host:1"))
+
+    await store.started("t1", "r1", owner="host:2", checkpoint_before="cp-7")
+    started = await store.get("t1", "r1")
+    await store.claim("t1", "r1", "host:3")
+    claimed = await store.get("t1", "r1")
+
+    assert started is not None and claimed is not None
+    assert (started.record.status, started.owner, started.checkpoint_before) == (
+        "running",
+        "host:2",
+        "cp-7",
+    )
+    assert (claimed.record.status, claimed.owner) == ("running", "host:3")
+
+
+async def test_active_runs_are_the_queued_and_running_ones_oldest_first(store: RunStore) -> None:
+    await store.create(stored("t1", "done", at=T0))
+    await store.create(stored("t1", "running", at=T0 + 1))
+    await store.create(stored("t2", "queued", at=T0 + 2, status="queued"))
+    await store.create(stored("t3", "first", at=T0 - 1))
+    await store.write((), [ending("t1", "done", T0 + 5)])
+
+    active = await store.active()
+
+    assert [(s.record.thread_id, s.record.run_id) for s in active] == [
+        ("t3", "first"),
+        ("t1", "running"),
+        ("t2", "queued"),
+    ]
+
+
+async def test_events_are_read_after_a_number_in_order_and_one_logged_twice_is_kept_once(
+    store: RunStore,
+) -> None:
+    await store.create(stored("t1", "r1"))
+    await store.write([("t1", "r1", 2, '{"n":2}'), ("t1", "r1", 1, '{"n":1}')])
+    await store.write([("t1", "r1", 2, '{"again":2}'), ("t1", "r1", 3, '{"n":"三"}')])
+
+    assert await store.events("t1", "r1") == [(1, '{"n":1}'), (2, '{"n":2}'), (3, '{"n":"三"}')]
+    assert await store.events("t1", "r1", after=2) == [(3, '{"n":"三"}')]
+    assert await store.events("t1", "other") == []
+
+
+async def test_an_ending_records_status_time_and_error_and_moves_its_thread_to_the_top(
+    store: RunStore,
+) -> None:
+    await store.create(stored("t1", "r1", at=T0))
+    await store.create(stored("t2", "r1", at=T0 + 1))
+    failed = RunError(code="model_error", message="模型服务出错")
+
+    await store.write([("t1", "r1", 1, "{}")], [ending("t1", "r1", T0 + 9, "error", failed)])
+
+    record = await store.get("t1", "r1")
+    assert record is not None
+    assert record.record.model_dump(by_alias=True, mode="json") == {
+        "runId": "r1",
+        "threadId": "t1",
+        "graph": "weather",
+        "status": "error",
+        "createdAt": "2027-01-15T08:00:00+00:00",
+        "finishedAt": "2027-01-15T08:00:09+00:00",
+        "error": {"code": "model_error", "message": "模型服务出错"},
+    }
+    assert [(s.thread_id, s.status, s.updated_at) for s in await store.threads(None, 10)] == [
+        ("t1", "error", T0 + 9),
+        ("t2", "running", T0 + 1),
+    ]
+
+
+async def test_expire_drops_only_the_logs_of_runs_finished_before_the_cut_off(
+    store: RunStore,
+) -> None:
+    for thread_id in ("old", "recent", "running"):
+        await store.create(stored(thread_id, "r1"))
+        await store.write([(thread_id, "r1", 1, "{}")])
+    await store.write((), [ending("old", "r1", T0 + 1), ending("recent", "r1", T0 + HOUR)])
+
+    await store.expire(T0 + 60)
+
+    assert await store.events("old", "r1") == []
+    assert await store.events("recent", "r1") == [(1, "{}")]
+    assert await store.events("running", "r1") == [(1, "{}")]
+    assert await store.get("old", "r1") is not None  # the record stays
+
+
+async def test_threads_are_listed_newest_activity_first_per_graph_and_up_to_the_limit(
+    store: RunStore,
+) -> None:
+    await store.create(stored("w-old", "r1", at=T0))
+    await store.create(stored("s-mid", "r1", at=T0 + 1, graph="tushare", text="平安银行"))
+    await store.create(stored("w-new", "r1", at=T0 + 2, text="  上海\n 明天\t下雨吗  "))
+    await store.create(stored("w-old", "r2", at=T0 + 3, text="第二句"))
+
+    everything = await store.threads(None, 10)
+    weather = await store.threads("weather", 10)
+    first = await store.threads(None, 1)
+
+    assert [(s.thread_id, s.title) for s in everything] == [
+        ("w-old", "北京天气怎么样"),
+        ("w-new", "上海 明天 下雨吗"),
+        ("s-mid", "平安银行"),
+    ]
+    assert [s.thread_id for s in weather] == ["w-old", "w-new"]
+    assert [s.thread_id for s in first] == ["w-old"]
+
+
+async def test_a_renamed_thread_keeps_its_title_through_later_runs(store: RunStore) -> None:
+    await store.create(stored("t1", "r1", at=T0))
+
+    renamed = await store.rename_thread("t1", "我的会话")
+    await store.create(stored("t1", "r2", at=T0 + 1, text="又一句"))
+
+    assert renamed is not None and (renamed.title, renamed.status) == ("我的会话", "running")
+    assert [s.title for s in await store.threads(None, 10)] == ["我的会话"]
+    assert await store.rename_thread("unknown", "名字") is None
+
+
+async def test_a_nul_in_a_title_or_an_error_reads_back_as_u_fffd_on_both_backends(
+    store: RunStore,
+) -> None:
+    await store.create(stored("t1", "r1", text="北\x00京"))
+    titled = [s.title for s in await store.threads(None, 10)]
+    renamed = await store.rename_thread("t1", "名\x00字")
+    failed = RunError(code="model_error", message="坏\x00了")
+    await store.write((), [ending("t1", "r1", T0 + 1, "error", failed)])
+    run = await store.get("t1", "r1")
+
+    assert titled == ["北\ufffd京"]
+    assert renamed is not None and renamed.title == "名\ufffd字"
+    assert run is not None and run.record.error == RunError(
+        code="model_error", message="坏\ufffd了"
+    )
+
+
+async def test_forgetting_a_thread_drops_its_runs_logs_list_entry_and_lease(
+    store: RunStore,
+) -> None:
+    for thread_id in ("gone", "kept"):
+        await store.create(stored(thread_id, "r1"))
+        await store.write([(thread_id, "r1", 1, "{}")])
+        assert await store.claim_thread(thread_id, "r1", "host:1", 30)
+
+    await store.forget_thread("gone")
+
+    assert await store.of_thread("gone") == []
+    assert await store.events("gone", "r1") == []
+    assert [s.thread_id for s in await store.threads(None, 10)] == ["kept"]
+    assert await store.claim_thread("gone", "r2", "host:2", 30) is True
+    assert await store.events("kept", "r1") == [(1, "{}")]
+
+
+async def test_reopening_the_database_finds_everything_and_sets_up_nothing_twice(
+    opener: Opener,
+) -> None:
+    async with opener() as store:
+        await store.create(stored("t1", "r1"))
+        await store.write([("t1", "r1", 1, "{}")], [ending("t1", "r1", T0 + 1)])
+        before = (await store.get("t1", "r1"), await store.threads(None, 10))
+
+    async with opener() as store:
+        after = (await store.get("t1", "r1"), await store.threads(None, 10))
+
+    assert after == before
+
+
+async def test_a_database_from_before_the_thread_list_gets_it_rebuilt_from_its_runs(
+    opener: Opener, agent_db: str
+) -> None:
+    async with opener() as store:
+        await store.create(stored("older", "r1", at=T0, text="更早的会话"))
+        await store.create(stored("old", "r1", at=T0 + 1, text="早先的会话"))
+        await store.create(stored("older", "r2", at=T0 + 2, graph="tushare", text="第二句"))
+        await store.write((), [ending("older", "r2", T0 + 5), ending("old", "r1", T0 + 3)])
+    execute(agent_db, "DROP TABLE agent_threads")
+
+    async with opener() as store:
+        rebuilt = await store.threads(None, 10)
+        await store.create(stored("old", "r2", at=T0 + 9, text="升级之后"))
+        later = await store.threads(None, 10)
+
+    assert [(s.thread_id, s.graph_id, s.title, s.updated_at, s.status) for s in rebuilt] == [
+        ("older", "tushare", "更早的会话", T0 + 5, "success"),
+        ("old", "weather", "早先的会话", T0 + 3, "success"),
+    ]
+    assert [(s.thread_id, s.title) for s in later] == [
+        ("old", "早先的会话"),
+        ("older", "更早的会话"),
+    ]
+
+
+async def test_a_write_whose_caller_is_cancelled_is_completed_all_the_same(
+    store: RunStore,
+) -> None:
+    await store.create(stored("t1", "r1"))
+    events = [("t1", "r1", seq, f'{{"n":{seq}}}') for seq in range(1, 201)]
+    writing = asyncio.create_task(store.write(events, [ending("t1", "r1", T0 + 1)]))
+    await asyncio.sleep(0)  # a yield, not a wait: the write starts, then its caller is cancelled
+    writing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await writing
+
+    deadline = asyncio.get_running_loop().time() + DEADLINE_S
+    while True:
+        run = await store.get("t1", "r1")
+        if run is not None and run.record.status == "success":
+            break
+        assert asyncio.get_running_loop().time() < deadline, "the cancelled write never landed"
+        await asyncio.sleep(POLL_S)  # polling interval, not a wait for a result
+    assert len(await store.events("t1", "r1")) == 200
+
+
+async def test_a_database_that_answers_passes_the_probe(store: RunStore) -> None:
+    await store.probe(1.0)
+
+
+# --- thread leases --------------------------------------------------------------------
+
+
+async def test_a_thread_is_leased_to_one_run_until_that_run_releases_it(store: RunStore) -> None:
+    assert await store.claim_thread("t1", "r1", "host:1", 30) is True
+    assert await store.claim_thread("t1", "r2", "host:2", 30) is False
+    assert await store.claim_thread("t1", "r2", "host:1", 30) is False  # another run, same owner
+    assert await store.claim_thread("t2", "r1", "host:2", 30) is True
+
+    await store.release("t1", "r2")  # not the holder: nothing happens
+    assert await store.claim_thread("t1", "r2", "host:2", 30) is False
+    await store.release("t1", "r1")
+    assert await store.claim_thread("t1", "r2", "host:2", 30) is True
+
+
+async def test_the_holding_run_claims_again_to_extend_and_only_with_its_own_owner(
+    store: RunStore,
+) -> None:
+    assert await store.claim_thread("t1", "r1", "host:1", 0) is True
+    assert await store.claim_thread("t1", "r1", "host:1", 30) is True
+    assert await store.claim_thread("t1", "r1", "host:2", 30) is False
+    assert await store.claim_thread("t1", "r9", "host:2", 30) is False  # extended: not expired
+
+
+async def test_an_expired_lease_is_taken_over_and_its_old_owner_no_longer_renews_it(
+    store: RunStore,
+) -> None:
+    assert await store.claim_thread("t1", "r1", "host:1", 0) is True  # expires at once
+    assert await store.claim_thread("t2", "r1", "host:1", 30) is True
+
+    taken = await store.claim_thread("t1", "r1", "host:2", 30)
+    renewed = await store.renew("host:1", 30)
+
+    assert taken is True
+    assert renewed == ["t2"]
+    assert await store.renew("host:2", 30) == ["t1"]
+    assert await store.renew("host:3", 30) == []
+
+
+async def test_concurrent_claims_of_one_thread_grant_it_to_exactly_one_run(
+    store: RunStore,
+) -> None:
+    claims = [store.claim_thread("t1", f"r{n}", f"host:{n}", 30) for n in range(8)]
+
+    granted = await asyncio.gather(*claims)
+
+    assert sorted(granted) == [False] * 7 + [True]

@@ -1,0 +1,126 @@
+"""AGENT_DB picks the backend: a path or sqlite:///path is SQLite, postgresql:// is
+PostgreSQL; the URL's password is a secret; a database that refuses us says which."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from pydantic import ValidationError
+
+from app.core.errors import StorageUnavailable
+from app.core.logs import formatter_for
+from app.core.runs_postgres import PostgresRunStore
+from app.core.runs_sqlite import SqliteRunStore
+from app.core.storage import open_storage
+from app.settings import PostgresDb, Settings, SqliteDb
+from tests.processes import free_port
+from tools.secrets import redactor_for
+
+PASSWORD = "pg-S3cret-pass/word"  # a "/", which a URL must escape
+URL = "postgresql://agent:pg-S3cret-pass%2Fword@db.example:6432/agents?sslmode=require"
+
+
+@pytest.mark.parametrize(
+    ("value", "path"),
+    [
+        ("data/agent.sqlite", Path("data/agent.sqlite")),
+        ("/var/lib/agent/agent.sqlite", Path("/var/lib/agent/agent.sqlite")),
+        ("sqlite:///data/agent.sqlite", Path("data/agent.sqlite")),
+        ("sqlite:////var/lib/agent.sqlite", Path("/var/lib/agent.sqlite")),
+    ],
+)
+def test_a_path_or_an_sqlite_url_is_an_sqlite_file(value: str, path: Path) -> None:
+    db = Settings(agent_db=value).agent_db
+
+    assert db == SqliteDb(path=path)
+    assert db.data_dir == path.parent
+
+
+def test_a_postgres_url_keeps_its_password_apart_as_a_secret() -> None:
+    db = Settings(agent_db=URL).agent_db
+
+    assert isinstance(db, PostgresDb)
+    assert db.url == "postgresql://agent@db.example:6432/agents?sslmode=require"
+    assert db.password is not None and db.password.get_secret_value() == PASSWORD
+    assert str(db) == db.where == "postgresql://agent@db.example:6432/agents"
+    assert PASSWORD not in repr(Settings(agent_db=URL))
+    assert db.data_dir == Path("data")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "postgres://agent@db.example/agents?password=pg-S3cret-pass%2Fword",
+        "postgresql://agent:pg-S3cret-pass%2Fword@db.example/agents",
+    ],
+)
+def test_the_postgres_scheme_and_a_password_parameter_are_read_too(value: str) -> None:
+    db = Settings(agent_db=value).agent_db
+
+    assert isinstance(db, PostgresDb)
+    assert db.url == "postgresql://agent@db.example/agents"
+    assert db.password is not None and db.password.get_secret_value() == PASSWORD
+
+
+def test_another_scheme_is_refused_without_echoing_the_value() -> None:
+    with pytest.raises(ValidationError) as refused:
+        Settings(agent_db="mysql://agent:pg-S3cret-pass@db.example/agents")
+
+    [error] = refused.value.errors(include_input=False)
+    assert error["loc"] == ("agent_db",)
+    assert "postgresql://" in error["msg"]
+    assert "S3cret" not in error["msg"]
+
+
+def test_the_pool_size_and_prepared_statements_are_settings_of_their_own() -> None:
+    default, tuned = Settings(), Settings(agent_db_pool_size=3, agent_db_prepare=False)
+
+    assert (default.agent_db_pool_size, default.agent_db_prepare) == (10, True)
+    assert (tuned.agent_db_pool_size, tuned.agent_db_prepare) == (3, False)
+    with pytest.raises(ValidationError):
+        Settings(agent_db_pool_size=0)
+
+
+def test_the_password_is_masked_in_log_lines_and_wherever_a_secret_is_masked() -> None:
+    settings = Settings(agent_db=URL)
+    record = logging.LogRecord(
+        "app", logging.ERROR, __file__, 1, "connect with %s", (f"password={PASSWORD}",), None
+    )
+
+    line = formatter_for(settings).format(record)
+    masked = redactor_for(settings)(f"echoed {PASSWORD} and {URL}")
+
+    assert PASSWORD not in line and "***" in line
+    assert PASSWORD not in masked and "pg-S3cret-pass%2Fword" not in masked
+
+
+async def test_sqlite_and_postgres_each_open_their_own_saver_and_run_store(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    async with open_storage(Settings(agent_db=str(tmp_path / "a.sqlite"))) as (saver, runs):
+        on_sqlite = (type(saver), type(runs))
+    async with open_storage(Settings(agent_db=postgres_url)) as (saver, runs):
+        on_postgres = (type(saver), type(runs))
+
+    assert on_sqlite == (AsyncSqliteSaver, SqliteRunStore)
+    assert on_postgres == (AsyncPostgresSaver, PostgresRunStore)
+
+
+async def test_a_postgres_server_that_is_not_there_is_named_without_the_password() -> None:
+    url = f"postgresql://agent:{PASSWORD.replace('/', '%2F')}@127.0.0.1:{free_port()}/agents"
+
+    with pytest.raises(StorageUnavailable) as refused:
+        async with open_storage(Settings(agent_db=url)):
+            pass
+
+    message = refused.value.message
+    assert message.startswith(
+        "cannot connect to the PostgreSQL database postgresql://agent@127.0.0.1:"
+    )
+    assert "/agents: " in message and "Connection refused" in message
+    assert "S3cret" not in message
+    assert refused.value.code == "database_unreachable"
