@@ -42,6 +42,8 @@ def test_a_throwaway_cluster_starts_takes_a_database_and_leaves_nothing_behind()
     assert not directory.parent.exists()
     assert connect_error(admin_url) is not None
     with socket.socket() as sock:  # the port is free again: the server is gone
+        # SO_REUSEADDR: the closed connections' TIME_WAIT stays, but no listener may.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", port))
 
 
