@@ -17,7 +17,7 @@ import json
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,9 +119,20 @@ def server(
 ) -> Iterator[ServerProcess]:
     """The module's server process (a fresh database per module and backend)."""
     data_dir = tmp_path_factory.mktemp("service")
-    process = ServerProcess(server_env(_llm_server, _meteo_server, data_dir, backend=backend))
-    yield process
-    process.stop()
+    with serving(_llm_server, _meteo_server, data_dir, backend) as process:
+        yield process
+
+
+@contextmanager
+def serving(
+    llm: ScriptedLLM, meteo: FakeOpenMeteo, data_dir: Path, backend: Backend, **extra: str
+) -> Iterator[ServerProcess]:
+    """A server on this suite's environment plus `extra`, stopped when the block ends."""
+    process = ServerProcess(server_env(llm, meteo, data_dir, backend=backend, **extra))
+    try:
+        yield process
+    finally:
+        process.stop()
 
 
 @dataclass

@@ -15,7 +15,7 @@ from tests.doubles.llm import ScriptedLLM, react, text
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.doubles.tushare_mcp import TushareMCP
 from tests.processes import ServerProcess
-from tests.service.conftest import Api, Backend, Stream, answer, run_body, server_env
+from tests.service.conftest import Api, Backend, Stream, answer, run_body, serving
 
 TOKEN = "tushare-token-text-mode-service"
 INVENTED = "晴 40°C"
@@ -35,18 +35,16 @@ def text_server(
     tmp_path_factory: pytest.TempPathFactory,
     backend: Backend,
 ) -> Iterator[ServerProcess]:
-    env = server_env(
+    with serving(
         _llm_server,
         _meteo_server,
         tmp_path_factory.mktemp("text-mode"),
-        backend=backend,
+        backend,
         AGENT_TOOL_CALLING="text",
         TUSHARE_MCP_URL=mcp.url,
         TUSHARE_TOKEN=TOKEN,
-    )
-    process = ServerProcess(env)
-    yield process
-    process.stop()
+    ) as process:
+        yield process
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from tests.doubles.llm import ScriptedLLM, text, tool_call
 from tests.doubles.open_meteo import BEIJING, FakeOpenMeteo, forecast_values
 from tests.doubles.tushare_mcp import TushareMCP
 from tests.processes import ServerProcess
-from tests.service.conftest import Api, Backend, Stream, run_body, server_env
+from tests.service.conftest import Api, Backend, Stream, run_body, serving
 
 TOKEN = "tushare-token-tool-data-7c1e"
 CODE = "000001.SZ"
@@ -40,17 +40,15 @@ def data_server(
     tmp_path_factory: pytest.TempPathFactory,
     backend: Backend,
 ) -> Iterator[ServerProcess]:
-    env = server_env(
+    with serving(
         _llm_server,
         _meteo_server,
         tmp_path_factory.mktemp("tool-data"),
-        backend=backend,
+        backend,
         TUSHARE_MCP_URL=mcp.url,
         TUSHARE_TOKEN=TOKEN,
-    )
-    process = ServerProcess(env)
-    yield process
-    process.stop()
+    ) as process:
+        yield process
 
 
 @pytest.fixture
