@@ -1,9 +1,10 @@
 """The measurements: sequential latency, throughput batches, the soak, and their statistics.
 
 CPU per run: for a server target, the server's CPU (`/proc`, see `bench.procs`) over
-its own runs; for the in-process floor, this process's CPU (`time.process_time()`,
-all threads) over its own runs. The load generator's CPU per run is kept too
-(`client_cpu_ms_per_run`): it shares the machine with the servers.
+its own runs, each read once the server is idle again; for the in-process floor, this
+process's CPU (`time.process_time()`, all threads) over its own runs. The load
+generator's CPU per run is kept too (`client_cpu_ms_per_run`): it shares the machine
+with the servers.
 """
 
 from __future__ import annotations
@@ -73,12 +74,38 @@ def server_cpu(target: Target) -> float:
     return time.process_time()
 
 
+# A server counts as idle again once it used less than IDLE_SHARE of a core over one
+# IDLE_PROBE_S; SETTLE_LIMIT_S bounds the wait for a server with background work.
+IDLE_PROBE_S = 0.002
+IDLE_SHARE = 0.05
+SETTLE_LIMIT_S = 0.5
+
+
+async def settled_server_cpu(target: Target) -> float:
+    """`server_cpu` once the target's server has finished what its last run left.
+
+    A run's response ends before its server's work does (the last log write, the
+    checkpoint, the run's ending): read at once, that work is charged to whichever
+    run the server does next, possibly another target's.
+    """
+    if target.server is None:
+        return server_cpu(target)
+    deadline = time.perf_counter() + SETTLE_LIMIT_S
+    before = server_cpu(target)
+    while True:
+        await asyncio.sleep(IDLE_PROBE_S)
+        now = server_cpu(target)
+        if now - before < IDLE_PROBE_S * IDLE_SHARE or time.perf_counter() > deadline:
+            return now
+        before = now
+
+
 async def measured_run(target: Target, tally: Tally) -> Sample:
-    """One run with its CPU deltas added to `tally`."""
+    """One run with its CPU deltas added to `tally` (the server's once it is idle)."""
     client0 = time.process_time()
     server0 = server_cpu(target)
     sample = await target.run()
-    server1 = server_cpu(target)
+    server1 = await settled_server_cpu(target)
     client1 = time.process_time()
     sample.server_cpu_s = server1 - server0
     tally.samples.append(sample)
