@@ -120,6 +120,12 @@ class Settings(GraphSettings):
     agent_sse_keepalive_s: float = Field(15.0, gt=0)
     agent_run_events_ttl_s: float = Field(3600.0, gt=0)
     agent_shutdown_grace_s: float = Field(10.0, ge=0)
+    agent_run_lease_s: float = Field(
+        30.0,
+        ge=0.3,
+        description="a running run's thread lease; renewed every third of it, taken over "
+        "by another process once it expires",
+    )
     agent_extra_graphs: str = ""  # "id=module,...": graphs served besides GRAPH_MODULES (bench/)
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)

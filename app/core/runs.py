@@ -114,22 +114,46 @@ def request_messages(request: str) -> list[Any]:
 
 @dataclass(frozen=True, slots=True)
 class Ending:
-    """How a run ended, for its record."""
+    """How a run ended, for its record; with `owner`, recorded only while `owner` holds
+    the run (a process that lost it to a takeover writes no ending)."""
 
     thread_id: str
     run_id: str
     status: RunStatus
     finished_at: float
     error: RunError | None
+    owner: str | None = None
+
+
+Strategy = Literal["reject", "enqueue", "interrupt", "rollback"]
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What `RunStore.admit` decided for a new run.
+
+    `outcome`: `created` (with `status` `running`, the thread leased to it, or `queued`
+    behind `ahead`), `exists` (the thread has used the run id) or `busy` (`reject` and
+    `ahead` are active). `ahead`: the thread's active run ids then, oldest first;
+    `rollback_from`: the running one a `rollback` undoes.
+    """
+
+    outcome: Literal["created", "exists", "busy"]
+    status: RunStatus | None
+    ahead: tuple[str, ...]
+    rollback_from: str | None = None
 
 
 class StoredRun(BaseModel):
-    """A record plus what the service needs to resume it: owner, request, start checkpoint."""
+    """A record plus what the service needs to resume it: owner, request, start checkpoint,
+    the run it rolls back (`rollback` multitask strategy) and whether it was asked to stop."""
 
     record: RunRecord
     owner: str
     request: dict[str, Any]
     checkpoint_before: str | None
+    rollback_from: str | None = None
+    cancel_requested: bool = False
 
 
 def threads_from_runs(
@@ -214,7 +238,37 @@ class RunStore(Protocol):
     async def rename_thread(self, thread_id: str, title: str) -> ThreadSummary | None:
         """Give the thread `title` (kept across later runs); None when it is unknown."""
 
-    # --- thread leases: which process executes a thread's run (not used by the service yet)
+    # --- admission and hand-over across processes ------------------------------------
+
+    async def admit(self, stored: StoredRun, *, strategy: Strategy, ttl_s: float) -> Admission:
+        """Record a new run unless the thread refuses it, atomically across processes.
+
+        The thread's active runs decide: none -> `running` and the thread leased to it
+        for `ttl_s`; some -> `busy` for `reject`, else `queued` behind them (`interrupt`
+        and `rollback` ask them to stop; `rollback` notes the running one it undoes).
+        `stored.record.status` is ignored.
+        """
+
+    async def claim_turn(self, thread_id: str, run_id: str, owner: str, ttl_s: float) -> bool:
+        """Make the queued run `running` under `owner`, the thread leased to it: True when
+        it is the thread's oldest active run and none is running, else False."""
+
+    async def adopt(self, stored: StoredRun, owner: str, ttl_s: float, *, force: bool) -> bool:
+        """Take over an active run whose process is gone: a running one whose lease has
+        expired (its lease then `owner`'s), a queued one whose owner stopped renewing.
+        `force` (its owner is known dead): whatever the lease says. False when the run
+        has ended or is held."""
+
+    async def orphans(self) -> list[StoredRun]:
+        """The active runs no live process holds (see `adopt`), oldest first."""
+
+    async def request_cancel(self, thread_id: str, run_id: str) -> bool:
+        """Ask the process that holds the run to stop it; False when it is not active."""
+
+    async def cancel_requests(self, owner: str) -> list[tuple[str, str]]:
+        """(thread_id, run_id) of `owner`'s active runs that were asked to stop."""
+
+    # --- thread leases: which process executes a thread's run
 
     async def claim_thread(self, thread_id: str, run_id: str, owner: str, ttl_s: float) -> bool:
         """Lease the thread to `run_id` of `owner` for `ttl_s` seconds, atomically: True
@@ -222,8 +276,9 @@ class RunStore(Protocol):
         (then it is extended); False while another run or owner holds it."""
 
     async def renew(self, owner: str, ttl_s: float) -> list[str]:
-        """Extend every lease `owner` holds to `ttl_s` from now; return their thread ids
-        (a lease that another owner took over after it expired is not among them)."""
+        """Extend every lease `owner` holds to `ttl_s` from now, and `owner`'s own
+        heartbeat (its queued runs are its while it renews); return the leased thread
+        ids (a lease that another owner took over after it expired is not among them)."""
 
     async def release(self, thread_id: str, run_id: str) -> None:
         """End the thread's lease if `run_id` holds it."""

@@ -21,7 +21,7 @@ from psycopg.rows import tuple_row
 from app.core.errors import StorageUnavailable
 from app.core.postgres import Pool
 from app.core.runs import threads_from_runs
-from app.core.runs_sql import INSERT_THREAD, RUNS_FOR_THREADS, SqlRunStore, Step
+from app.core.runs_sql import INSERT_THREAD, RUNS_FOR_THREADS, Decision, SqlRunStore, Step
 
 # agent_runs.rowid: insertion order, named after SQLite's implicit column so that the
 # shared queries break ties between runs created in the same instant the same way.
@@ -58,12 +58,25 @@ CREATE TABLE IF NOT EXISTS agent_thread_leases (
     expires_at double precision NOT NULL
 );
 CREATE INDEX IF NOT EXISTS agent_thread_leases_owner ON agent_thread_leases (owner);
+CREATE TABLE IF NOT EXISTS agent_replicas (
+    owner text PRIMARY KEY,
+    expires_at double precision NOT NULL
+);
+ALTER TABLE agent_runs ADD COLUMN IF NOT EXISTS rollback_from text;
+ALTER TABLE agent_runs ADD COLUMN IF NOT EXISTS cancel_requested integer NOT NULL DEFAULT 0;
 CREATE TABLE IF NOT EXISTS agent_schema (version integer NOT NULL);
 """
 # The schema's version, written last by `setup`: a database that has it (and every
 # table) needs no set-up. Raise it with each change to the tables above.
-SCHEMA_VERSION = 1
-TABLES = ("agent_runs", "agent_run_events", "agent_threads", "agent_thread_leases", "agent_schema")
+SCHEMA_VERSION = 2  # 2: agent_replicas, agent_runs.rollback_from/cancel_requested
+TABLES = (
+    "agent_runs",
+    "agent_run_events",
+    "agent_threads",
+    "agent_thread_leases",
+    "agent_replicas",
+    "agent_schema",
+)
 # Created, and filled from the runs already recorded, when missing (as on SQLite).
 THREADS_SCHEMA = """
 CREATE TABLE agent_threads (
@@ -76,6 +89,8 @@ CREATE TABLE agent_threads (
 CREATE INDEX agent_threads_updated ON agent_threads (graph, updated_at);
 """
 READ_ONLY = "the database takes no writes (a standby in recovery)"
+# The second key keeps these locks apart from any other user of one-key advisory locks.
+LOCK_THREAD = "SELECT pg_advisory_xact_lock(hashtext(%s), 7)"
 
 
 @lru_cache(maxsize=256)
@@ -164,6 +179,21 @@ class PostgresRunStore(SqlRunStore):
                 else:
                     result = cursor.rowcount
             return result
+
+    async def _decide(self, thread_id: str, reads: Sequence[Step], decide: Decision) -> None:
+        await asyncio.shield(self._run_decision(thread_id, reads, decide))
+
+    async def _run_decision(self, thread_id: str, reads: Sequence[Step], decide: Decision) -> None:
+        async with self._pool.connection() as conn, conn.transaction():
+            cursor = conn.cursor(row_factory=tuple_row)
+            # Held to the transaction's end: one decision per thread at a time, database-wide.
+            await cursor.execute(LOCK_THREAD, (thread_id,))
+            rows: list[list[Sequence[Any]]] = []
+            for sql, params in reads:
+                await cursor.execute(_pg(sql), params)
+                rows.append(list(await cursor.fetchall()))
+            for sql, params in decide(rows):
+                await cursor.execute(_pg(sql), params)
 
     async def _read(self, sql: str, params: tuple[Any, ...]) -> list[Sequence[Any]]:
         async with self._pool.connection() as conn:

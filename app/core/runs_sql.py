@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
 from app.core.runs import (
+    Admission,
     Ending,
     RunError,
     RunRecord,
+    RunStatus,
     StoredRun,
+    Strategy,
     ThreadSummary,
     default_title,
     storable,
@@ -31,8 +34,9 @@ from app.core.runs import (
 
 COLUMNS = (
     "thread_id, run_id, graph, status, created_at, finished_at, error_code, error_message,"
-    " owner, request, checkpoint_before"
+    " owner, request, checkpoint_before, rollback_from, cancel_requested"
 )
+ACTIVE_SQL = "status IN ('queued', 'running')"
 # The latest run's status rides along from agent_runs (its primary key starts with
 # thread_id), so no status is kept twice.
 SUMMARY = (
@@ -50,13 +54,27 @@ INSERT_THREAD = (
 )
 
 Step = tuple[str, Any]  # (sql, params): params a tuple, or a list of tuples for many rows
+# Given the rows of each read, the writes to make in the same transaction.
+Decision = Callable[[list[list[Sequence[Any]]]], Sequence[Step]]
 
 
 def stored_run(row: Sequence[Any]) -> StoredRun:
     """A row of COLUMNS as the stored run."""
-    (thread_id, run_id, graph, status, created, finished, code, message, owner, request, before) = (
-        row
-    )
+    (
+        thread_id,
+        run_id,
+        graph,
+        status,
+        created,
+        finished,
+        code,
+        message,
+        owner,
+        request,
+        before,
+        rollback_from,
+        cancel_requested,
+    ) = row
     error = RunError(code=code, message=message or "") if code is not None else None
     record = RunRecord(
         run_id=run_id,
@@ -68,7 +86,36 @@ def stored_run(row: Sequence[Any]) -> StoredRun:
         error=error,
     )
     return StoredRun(
-        record=record, owner=owner, request=json.loads(request), checkpoint_before=before
+        record=record,
+        owner=owner,
+        request=json.loads(request),
+        checkpoint_before=before,
+        rollback_from=rollback_from,
+        cancel_requested=bool(cancel_requested),
+    )
+
+
+def _insert_run(
+    stored: StoredRun, status: RunStatus, *, rollback_from: str | None = None, conflict: str = ""
+) -> Step:
+    record = stored.record
+    return (
+        f"INSERT INTO agent_runs ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?){conflict}",
+        (
+            record.thread_id,
+            record.run_id,
+            record.graph,
+            status,
+            record.created_at,
+            None,
+            None,
+            None,
+            stored.owner,
+            json.dumps(stored.request, ensure_ascii=False),
+            stored.checkpoint_before,
+            rollback_from,
+            0,
+        ),
     )
 
 
@@ -93,6 +140,11 @@ class SqlRunStore(ABC):
         A step with an empty list of rows is skipped. A cancelled caller does not stop
         the transaction.
         """
+
+    @abstractmethod
+    async def _decide(self, thread_id: str, reads: Sequence[Step], decide: Decision) -> None:
+        """In one transaction that holds `thread_id` against every other process doing
+        the same: run `reads`, then the writes `decide` returns for their rows."""
 
     @abstractmethod
     async def _read(self, sql: str, params: tuple[Any, ...]) -> list[Sequence[Any]]:
@@ -122,23 +174,7 @@ class SqlRunStore(ABC):
                         record.run_id,
                     ),
                 ),
-                (
-                    f"INSERT INTO agent_runs ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
-                    " ON CONFLICT DO NOTHING",
-                    (
-                        record.thread_id,
-                        record.run_id,
-                        record.graph,
-                        record.status,
-                        record.created_at,
-                        None,
-                        None,
-                        None,
-                        stored.owner,
-                        json.dumps(stored.request, ensure_ascii=False),
-                        stored.checkpoint_before,
-                    ),
-                ),
+                _insert_run(stored, record.status, conflict=" ON CONFLICT DO NOTHING"),
             )
         )
         return bool(count == 1)
@@ -202,7 +238,7 @@ class SqlRunStore(ABC):
                 ),
                 (
                     "UPDATE agent_runs SET status=?, finished_at=?, error_code=?, error_message=?"
-                    " WHERE thread_id=? AND run_id=?",
+                    " WHERE thread_id=? AND run_id=? AND owner=COALESCE(?, owner)",
                     [
                         (
                             end.status,
@@ -211,9 +247,15 @@ class SqlRunStore(ABC):
                             storable(end.error.message) if end.error else None,
                             end.thread_id,
                             end.run_id,
+                            end.owner,
                         )
                         for end in endings
                     ],
+                ),
+                (
+                    "DELETE FROM agent_thread_leases WHERE thread_id=? AND run_id=?"
+                    " AND owner=COALESCE(?, owner)",
+                    [(end.thread_id, end.run_id, end.owner) for end in endings],
                 ),
                 (
                     f"UPDATE agent_threads SET updated_at={self.GREATEST}(updated_at, ?)"
@@ -294,6 +336,12 @@ class SqlRunStore(ABC):
         rows = await self._transaction(
             (
                 (
+                    "INSERT INTO agent_replicas (owner, expires_at)"
+                    f" VALUES (?, {self.NOW} + ?) ON CONFLICT (owner) DO UPDATE"
+                    " SET expires_at=excluded.expires_at",
+                    (owner, float(ttl_s)),
+                ),
+                (
                     f"UPDATE agent_thread_leases SET expires_at={self.NOW} + ?"
                     " WHERE owner=? RETURNING thread_id",
                     (float(ttl_s), owner),
@@ -302,6 +350,184 @@ class SqlRunStore(ABC):
             fetch=True,
         )
         return sorted(thread_id for (thread_id,) in rows)
+
+    def _lease(self, thread_id: str, run_id: str, owner: str, ttl_s: float) -> Step:
+        """The thread leased to `run_id` of `owner`, whoever held it (the caller decided)."""
+        return (
+            "INSERT INTO agent_thread_leases (thread_id, run_id, owner, expires_at)"
+            f" VALUES (?, ?, ?, {self.NOW} + ?) ON CONFLICT (thread_id) DO UPDATE SET"
+            " run_id=excluded.run_id, owner=excluded.owner, expires_at=excluded.expires_at",
+            (thread_id, run_id, owner, float(ttl_s)),
+        )
+
+    async def admit(self, stored: StoredRun, *, strategy: Strategy, ttl_s: float) -> Admission:
+        record = stored.record
+        thread_id, run_id = record.thread_id, record.run_id
+        decided: list[Admission] = []
+
+        def decide(rows: list[list[Sequence[Any]]]) -> Sequence[Step]:
+            active, used = rows
+            ahead = tuple(str(row[0]) for row in active)
+            if used:
+                decided.append(Admission("exists", None, ahead))
+                return ()
+            if ahead and strategy == "reject":
+                decided.append(Admission("busy", None, ahead))
+                return ()
+            status: RunStatus = "queued" if ahead else "running"
+            running = next((str(row[0]) for row in active if row[1] == "running"), None)
+            undone = running if strategy == "rollback" else None
+            decided.append(Admission("created", status, ahead, undone))
+            title = default_title(stored.request.get("messages") or ())
+            steps: list[Step] = [
+                (
+                    f"{INSERT_THREAD} ON CONFLICT (thread_id) DO UPDATE SET"
+                    " graph=excluded.graph,"
+                    f" updated_at={self.GREATEST}(agent_threads.updated_at, excluded.updated_at)",
+                    (thread_id, record.graph, title, record.created_at, record.created_at),
+                ),
+                # A queued run finds its start checkpoint when its turn comes.
+                _insert_run(
+                    stored.model_copy(update={"checkpoint_before": None}) if ahead else stored,
+                    status,
+                    rollback_from=undone,
+                ),
+            ]
+            if not ahead:  # no active run: whatever lease is left is stale
+                steps.append(self._lease(thread_id, run_id, stored.owner, ttl_s))
+            elif strategy in ("interrupt", "rollback"):
+                steps.append(
+                    (
+                        "UPDATE agent_runs SET cancel_requested=1"
+                        f" WHERE thread_id=? AND {ACTIVE_SQL} AND run_id<>?",
+                        (thread_id, run_id),
+                    )
+                )
+            return steps
+
+        await self._decide(
+            thread_id,
+            (
+                (
+                    f"SELECT run_id, status FROM agent_runs WHERE thread_id=? AND {ACTIVE_SQL}"
+                    " ORDER BY rowid",
+                    (thread_id,),
+                ),
+                ("SELECT 1 FROM agent_runs WHERE thread_id=? AND run_id=?", (thread_id, run_id)),
+            ),
+            decide,
+        )
+        return decided[0]
+
+    async def claim_turn(self, thread_id: str, run_id: str, owner: str, ttl_s: float) -> bool:
+        granted: list[bool] = []
+
+        def decide(rows: list[list[Sequence[Any]]]) -> Sequence[Step]:
+            (active,) = rows
+            head = active[0] if active else None
+            if head is None or head[0] != run_id or head[1] != "queued":
+                granted.append(False)
+                return ()
+            granted.append(True)
+            return (
+                (
+                    "UPDATE agent_runs SET status='running', owner=?"
+                    " WHERE thread_id=? AND run_id=?",
+                    (owner, thread_id, run_id),
+                ),
+                self._lease(thread_id, run_id, owner, ttl_s),
+            )
+
+        await self._decide(
+            thread_id,
+            (
+                (
+                    f"SELECT run_id, status FROM agent_runs WHERE thread_id=? AND {ACTIVE_SQL}"
+                    " ORDER BY status DESC, rowid",  # a running run first: then it is not our turn
+                    (thread_id,),
+                ),
+            ),
+            decide,
+        )
+        return granted[0]
+
+    async def adopt(self, stored: StoredRun, owner: str, ttl_s: float, *, force: bool) -> bool:
+        thread_id, run_id = stored.record.thread_id, stored.record.run_id
+        adopted: list[bool] = []
+
+        def decide(rows: list[list[Sequence[Any]]]) -> Sequence[Step]:
+            run, lease, replica = rows
+            if not run or run[0][0] not in ("queued", "running") or run[0][1] != stored.owner:
+                adopted.append(False)  # ended, or already taken by another process
+                return ()
+            status = run[0][0]
+            held = bool(lease and lease[0][0]) if status == "running" else bool(replica)
+            if held and not force:
+                adopted.append(False)
+                return ()
+            adopted.append(True)
+            steps: list[Step] = [
+                (
+                    "UPDATE agent_runs SET owner=? WHERE thread_id=? AND run_id=?",
+                    (owner, thread_id, run_id),
+                )
+            ]
+            if status == "running":
+                steps.append(self._lease(thread_id, run_id, owner, ttl_s))
+            return steps
+
+        await self._decide(
+            thread_id,
+            (
+                (
+                    "SELECT status, owner FROM agent_runs WHERE thread_id=? AND run_id=?",
+                    (thread_id, run_id),
+                ),
+                (
+                    f"SELECT expires_at > {self.NOW} FROM agent_thread_leases"
+                    " WHERE thread_id=? AND run_id=? AND owner=?",
+                    (thread_id, run_id, stored.owner),
+                ),
+                (
+                    f"SELECT 1 FROM agent_replicas WHERE owner=? AND expires_at > {self.NOW}",
+                    (stored.owner,),
+                ),
+            ),
+            decide,
+        )
+        return adopted[0]
+
+    async def orphans(self) -> list[StoredRun]:
+        rows = await self._read(
+            f"SELECT {COLUMNS} FROM agent_runs r WHERE (r.status='running' AND NOT EXISTS"
+            " (SELECT 1 FROM agent_thread_leases l WHERE l.thread_id=r.thread_id"
+            f" AND l.run_id=r.run_id AND l.owner=r.owner AND l.expires_at > {self.NOW}))"
+            " OR (r.status='queued' AND NOT EXISTS (SELECT 1 FROM agent_replicas p"
+            f" WHERE p.owner=r.owner AND p.expires_at > {self.NOW}))"
+            " ORDER BY r.created_at, r.rowid",
+            (),
+        )
+        return [stored_run(row) for row in rows]
+
+    async def request_cancel(self, thread_id: str, run_id: str) -> bool:
+        count = await self._transaction(
+            (
+                (
+                    "UPDATE agent_runs SET cancel_requested=1"
+                    f" WHERE thread_id=? AND run_id=? AND {ACTIVE_SQL}",
+                    (thread_id, run_id),
+                ),
+            )
+        )
+        return bool(count == 1)
+
+    async def cancel_requests(self, owner: str) -> list[tuple[str, str]]:
+        rows = await self._read(
+            "SELECT thread_id, run_id FROM agent_runs"
+            f" WHERE owner=? AND cancel_requested=1 AND {ACTIVE_SQL}",
+            (owner,),
+        )
+        return [(str(thread_id), str(run_id)) for thread_id, run_id in rows]
 
     async def release(self, thread_id: str, run_id: str) -> None:
         await self._transaction(

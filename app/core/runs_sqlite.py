@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import aiosqlite
 
 from app.core.runs import threads_from_runs
-from app.core.runs_sql import INSERT_THREAD, RUNS_FOR_THREADS, SqlRunStore, Step
+from app.core.runs_sql import INSERT_THREAD, RUNS_FOR_THREADS, Decision, SqlRunStore, Step
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS agent_runs (
@@ -52,7 +52,18 @@ CREATE TABLE IF NOT EXISTS agent_thread_leases (
     expires_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS agent_thread_leases_owner ON agent_thread_leases (owner);
+CREATE TABLE IF NOT EXISTS agent_replicas (
+    owner TEXT PRIMARY KEY,
+    expires_at REAL NOT NULL
+);
 """
+# Columns added after the first release: added to an older database's agent_runs.
+RUN_COLUMNS = {
+    "rollback_from": "ALTER TABLE agent_runs ADD COLUMN rollback_from TEXT",
+    "cancel_requested": (
+        "ALTER TABLE agent_runs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0"
+    ),
+}
 # One row per thread with runs, for the thread list: written in the transactions that
 # create a run and record its end, so listing reads no more than it returns. Created
 # (and filled from the runs already recorded) when an older database is opened.
@@ -84,10 +95,15 @@ class SqliteRunStore(SqlRunStore):
         await self._call(self._add_threads_table)
 
     def _add_threads_table(self) -> None:
-        """Create agent_threads when missing, filled from the runs already recorded."""
+        """Add what an older database lacks: agent_runs' later columns, and agent_threads
+        filled from the runs already recorded."""
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")  # one process creates it; the others see it there
         try:
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(agent_runs)")}
+            for name, statement in RUN_COLUMNS.items():
+                if name not in columns:
+                    conn.execute(statement)
             found = conn.execute(
                 "SELECT 1 FROM sqlite_master WHERE type='table' AND name='agent_threads'"
             ).fetchone()
@@ -117,6 +133,24 @@ class SqliteRunStore(SqlRunStore):
         # started yet; this way the thread always runs it, and finishes the transaction.
         loop = asyncio.get_running_loop()
         return await asyncio.shield(loop.run_in_executor(self._pool, self._run_steps, steps, fetch))
+
+    async def _decide(self, thread_id: str, reads: Sequence[Step], decide: Decision) -> None:
+        # BEGIN IMMEDIATE takes the file's write lock: every process's decision is serial.
+        loop = asyncio.get_running_loop()
+        job = loop.run_in_executor(self._pool, self._run_decision, reads, decide)
+        await asyncio.shield(job)
+
+    def _run_decision(self, reads: Sequence[Step], decide: Decision) -> None:
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            rows = [conn.execute(sql, params).fetchall() for sql, params in reads]
+            for sql, params in decide(rows):
+                conn.execute(sql, params)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
 
     async def _read(self, sql: str, params: tuple[Any, ...]) -> list[Sequence[Any]]:
         rows: list[Sequence[Any]] = await self._call(self._fetch, sql, params)

@@ -5,9 +5,15 @@ agents; with `recover=True` it resumes the runs a dead process left active. Ever
 client starts a run through `AgentService.start_run`: it checks the request, records
 the run and executes it as a task of its own, so a run outlives the connection that
 started it. A run's events go to its log (`app.core.runlog`) and clients follow the
-log, from the start or from any event. One run per thread at a time: the runs of a
-thread queue in this process, and a new one while another is active follows its
-multitask strategy (reject, enqueue, interrupt, rollback).
+log, from the start or from any event.
+
+One run per thread at a time, across every process on the database: the database
+admits a run (`RunStore.admit`) and leases the thread to the running one; a new run
+while another is active follows its multitask strategy (reject, enqueue, interrupt,
+rollback), and a queued run takes its turn (`claim_turn`) when the thread is free. A
+heartbeat every third of AGENT_RUN_LEASE_S renews this process's leases and adopts
+the runs of processes that stopped renewing theirs; a cancel sent to another process
+reaches the run's holder through the database.
 """
 
 from __future__ import annotations
@@ -87,7 +93,6 @@ THREAD_BUSY = (
 THREAD_RUNNING = "thread {thread_id} has a run in progress"
 RUN_EXISTS = "thread {thread_id} already has a run {run_id}; use a new runId"
 RUN_FINISHED = "run {run_id} has already finished ({status})"
-RUN_ELSEWHERE = "run {run_id} is executed by another process ({owner})"
 EVENTS_EXPIRED = (
     "the events of run {run_id} have expired (kept {ttl:g} s after a run ends); "
     "read the thread's messages instead"
@@ -106,7 +111,8 @@ HOST = socket.gethostname()
 SETTLE_S = 5.0
 PURGE_EVERY_S = 60.0
 READY_TIMEOUT_S = 1.0  # how long /readyz waits for the database
-POLL_S = 0.1
+POLL_S = 0.1  # another process's log, or a thread's turn it frees: nothing to wait on here
+CANCEL_POLL_S = 0.25  # how soon a cancel sent to another process reaches a run held here
 
 _messages: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 _answers: TypeAdapter[list[ResumeEntry]] = TypeAdapter(list[ResumeEntry])
@@ -144,6 +150,9 @@ class Run:
         self.checkpoint_before = checkpoint_before
         self.entered_graph = False
         self.rollback_from: Run | None = None
+        self.rollback_id: str | None = None  # the run a rollback undoes, wherever it ran
+        self.leased_at: float | None = None  # when this process got the thread's lease
+        self.ending = False
         self.cancel_requested = False
         self.suspended = False
         self.finished = asyncio.Event()
@@ -235,11 +244,14 @@ class AgentService:
         self.redact = redactor_for(settings)
         self.telemetry = telemetry or Telemetry()
         self.owner = f"{HOST}:{os.getpid()}"
+        self.lease_s = settings.agent_run_lease_s
         self.closing = False
         self._closing_at = 0.0
         self._purged_at = 0.0
-        # The active (queued or running) runs of each thread, in the order they run.
+        # The active (queued or running) runs of each thread this process holds, in order.
         self._threads: dict[str, list[Run]] = {}
+        self._freed = asyncio.Event()  # set (and replaced) whenever a run here ends
+        self._chores: list[asyncio.Task[None]] = []
 
     def graph(self, graph_id: str) -> CompiledStateGraph:
         """The compiled agent `graph_id`; NotFound when there is none."""
@@ -319,20 +331,32 @@ class AgentService:
                 record=record,
                 owner=self.owner,
                 request=request,
-                checkpoint_before=None if ahead else prepared.checkpoint_id,
+                checkpoint_before=prepared.checkpoint_id,
             )
-            if not await self.store.create(stored):
+            admission = await self.store.admit(
+                stored, strategy=multitask_strategy, ttl_s=self.lease_s
+            )
+            if admission.outcome == "exists":
                 raise Conflict("run_exists", RUN_EXISTS.format(thread_id=thread_id, run_id=run_id))
+            if admission.outcome == "busy":
+                busy = THREAD_BUSY.format(thread_id=thread_id, run_id=admission.ahead[0])
+                raise Conflict("thread_busy", busy)
         except BaseException:
             self._leave(run)
             raise
-        if ahead and multitask_strategy in ("interrupt", "rollback"):
+        queued = admission.status == "queued"
+        record.status = "queued" if queued else "running"
+        if not queued:
+            run.leased_at = time.monotonic()
+        if queued and multitask_strategy in ("interrupt", "rollback"):
+            # Runs held here stop at once; others when their process reads the request.
             if multitask_strategy == "rollback":
                 run.rollback_from = next((r for r in ahead if r.record.status == "running"), None)
+                run.rollback_id = admission.rollback_from
             for earlier in ahead:
                 earlier.cancel()
         run.task = asyncio.create_task(
-            self._execute(run, graph, None if ahead else prepared), name=f"run {run_id}"
+            self._execute(run, graph, None if queued else prepared), name=f"run {run_id}"
         )
         return run
 
@@ -424,18 +448,27 @@ class AgentService:
     async def _start_queued(
         self, run: Run, graph: CompiledStateGraph
     ) -> tuple[PreparedRun, str | None]:
-        """Wait for the thread, then prepare from the state then (or a rollback's)."""
-        for earlier in list(self._threads.get(run.thread_id, ())):
-            if earlier is run:
-                break
-            await earlier.finished.wait()
+        """Wait for the thread, then prepare from the state then (or a rollback's).
+
+        The turn is the database's admission order, which runs of this process may
+        have reached in another order than they started: waiting here for the runs
+        started earlier could wait for a run that waits for this one.
+        """
+        while not await self.store.claim_turn(run.thread_id, run.run_id, self.owner, self.lease_s):
+            await self._wait_freed()  # a run here or in another process holds the thread
+        run.leased_at = time.monotonic()
         fork: str | None = None
         source = run.rollback_from
-        if source is not None and source.entered_graph:
+        rolled_back = source is not None and source.entered_graph
+        if source is not None:
             fork = source.checkpoint_before
-            if fork is None:  # the thread began with that run: roll back to nothing
-                await delete_thread(self.saver, run.thread_id)
-        prepared = await self._prepare(run, graph, fork)
+        elif run.rollback_id is not None:  # it ran in another process
+            undone = await self.store.get(run.thread_id, run.rollback_id)
+            rolled_back = undone is not None
+            fork = undone.checkpoint_before if undone is not None else None
+        if rolled_back and fork is None:  # the thread began with that run: roll back to nothing
+            await delete_thread(self.saver, run.thread_id)
+        prepared = await self._prepare(run, graph, fork if rolled_back else None)
         run.checkpoint_before = prepared.checkpoint_id
         await self.store.started(
             run.thread_id, run.run_id, owner=self.owner, checkpoint_before=prepared.checkpoint_id
@@ -469,9 +502,11 @@ class AgentService:
         run.log.emit(RunErrorEvent(code=error.code, message=error.message))
 
     async def _finish(self, run: Run, status: RunStatus, error: RunError | None) -> None:
+        run.ending = True
         try:
             finished_at = time.time()
-            await self.writer.end(Ending(run.thread_id, run.run_id, status, finished_at, error))
+            ending = Ending(run.thread_id, run.run_id, status, finished_at, error, self.owner)
+            await self.writer.end(ending)
             run.record.status, run.record.error = status, error
             run.record.finished_at = finished_at
         except Exception:
@@ -491,6 +526,14 @@ class AgentService:
             if not queue:
                 del self._threads[run.thread_id]
         run.finished.set()
+        self._freed.set()
+        self._freed = asyncio.Event()
+
+    async def _wait_freed(self) -> None:
+        """Until a run here ends, or POLL_S (a run elsewhere may have)."""
+        with suppress(TimeoutError):
+            async with asyncio.timeout(POLL_S):
+                await self._freed.wait()
 
     # --- reading and cancelling ----------------------------------------------------------
 
@@ -569,10 +612,8 @@ class AgentService:
             if stored is None:
                 unknown = UNKNOWN_RUN.format(run_id=run_id, thread_id=thread_id)
                 raise NotFound("unknown_run", unknown)
-            if stored.record.active:
-                raise Conflict(
-                    "run_elsewhere", RUN_ELSEWHERE.format(run_id=run_id, owner=stored.owner)
-                )
+            if stored.record.active and await self.store.request_cancel(thread_id, run_id):
+                return stored.record  # its holder stops it (`_watch_cancels`)
             status = stored.record.status
             raise Conflict("run_finished", RUN_FINISHED.format(run_id=run_id, status=status))
         live.cancel()
@@ -615,7 +656,10 @@ class AgentService:
 
     async def forget_thread(self, thread_id: str) -> None:
         """Forget the thread's checkpoints and runs (refused while a run is active)."""
-        if self._threads.get(check_thread_id(thread_id)):
+        busy = bool(self._threads.get(check_thread_id(thread_id))) or any(
+            record.active for record in await self.store.of_thread(thread_id)
+        )
+        if busy:
             raise Conflict("thread_busy", THREAD_RUNNING.format(thread_id=thread_id))
         await delete_thread(self.saver, thread_id)
         await self.store.forget_thread(thread_id)
@@ -623,18 +667,83 @@ class AgentService:
     # --- start-up and shutdown -----------------------------------------------------------
 
     async def recover(self) -> int:
-        """Resume every run a dead process left queued or running; return how many."""
+        """Resume every run a dead process left queued or running; return how many.
+
+        Known dead: a process of this machine that is gone (at once, whatever its
+        lease says), or one that stopped renewing (`adopt`).
+        """
         count = 0
         for stored in await self.store.active():
-            if not _dead(stored.owner):
-                continue
-            thread_id, run_id = stored.record.thread_id, stored.record.run_id
-            await self.store.claim(thread_id, run_id, self.owner)
-            self._resume(stored, await self.store.events(thread_id, run_id))
-            count += 1
+            if _dead(stored.owner) and await self._adopt(stored, force=True):
+                count += 1
+        return count + await self._adopt_orphans()
+
+    async def _adopt_orphans(self) -> int:
+        count = 0
+        for stored in await self.store.orphans():
+            if self.closing:
+                break
+            if self._live(stored.record.thread_id, stored.record.run_id) is not None:
+                continue  # held here: a renewal came late
+            if await self._adopt(stored, force=_dead(stored.owner)):
+                count += 1
         return count
 
-    def _resume(self, stored: StoredRun, logged: list[tuple[int, str]]) -> None:
+    async def _adopt(self, stored: StoredRun, *, force: bool) -> bool:
+        if not await self.store.adopt(stored, self.owner, self.lease_s, force=force):
+            return False
+        thread_id, run_id = stored.record.thread_id, stored.record.run_id
+        logger.info("taking over run %s on thread %s from %s", run_id, thread_id, stored.owner)
+        run = self._resume(stored, await self.store.events(thread_id, run_id))
+        if stored.record.status == "running":
+            run.leased_at = time.monotonic()
+        return True
+
+    def start_chores(self, *, adopt: bool) -> None:
+        """Start the heartbeat (leases; with `adopt`, takeovers) and the cancel watcher."""
+        self._chores = [
+            asyncio.create_task(self._heartbeat(adopt), name="heartbeat"),
+            asyncio.create_task(self._watch_cancels(), name="cancel watcher"),
+        ]
+
+    async def _heartbeat(self, adopt: bool) -> None:
+        """Every third of the lease: renew ours, stop runs whose lease another process
+        took (it resumes them), and with `adopt` take the runs no live process holds."""
+        while True:
+            try:
+                asked = time.monotonic()
+                held = set(await self.store.renew(self.owner, self.lease_s))
+                for queue in list(self._threads.values()):
+                    for run in queue:
+                        leased = run.leased_at is not None and run.leased_at < asked
+                        if leased and run.thread_id not in held and not run.ending:
+                            logger.warning(
+                                "lost the lease of thread %s: leaving run %s to its new holder",
+                                run.thread_id,
+                                run.run_id,
+                            )
+                            run.suspend()
+                if adopt and not self.closing:
+                    await self._adopt_orphans()
+            except Exception:  # the next beat tries again; the lease outlives a few misses
+                logger.exception("the heartbeat failed")
+            await asyncio.sleep(self.lease_s / 3)
+
+    async def _watch_cancels(self) -> None:
+        """Cancel the runs held here that another process was asked to cancel."""
+        while True:
+            await asyncio.sleep(CANCEL_POLL_S)
+            if not self._threads:
+                continue
+            try:
+                for thread_id, run_id in await self.store.cancel_requests(self.owner):
+                    run = self._live(thread_id, run_id)
+                    if run is not None:
+                        run.cancel()
+            except Exception:  # the next poll tries again
+                logger.exception("could not read the cancel requests")
+
+    def _resume(self, stored: StoredRun, logged: list[tuple[int, str]]) -> Run:
         record = stored.record
         graph = self.graphs.get(record.graph)
         run = Run(
@@ -647,10 +756,11 @@ class AgentService:
         )
         self._threads.setdefault(record.thread_id, []).append(run)
         events = [decode(data) for _, data in logged]
-        task = asyncio.create_task(
+        run.rollback_id = stored.rollback_from
+        run.task = asyncio.create_task(
             self._continue(run, graph, stored, events), name=f"run {record.run_id}"
         )
-        run.task = task
+        return run
 
     async def _continue(
         self,
@@ -718,12 +828,19 @@ class AgentService:
                 run.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=None if cancel_runs else max(0.0, grace))
-        for run in runs:
-            if not run.finished.is_set():
-                logger.info("leaving run %s to resume at the next start", run.run_id)
-                run.suspend()
+        left = [run for run in runs if not run.finished.is_set()]
+        for run in left:
+            logger.info("leaving run %s to resume at the next start", run.run_id)
+            run.suspend()
         await asyncio.gather(*tasks, return_exceptions=True)
+        for chore in self._chores:
+            chore.cancel()
+        await asyncio.gather(*self._chores, return_exceptions=True)
         await self.writer.stop()
+        for run in left:  # another process may take them over now, not a lease later
+            if run.leased_at is not None:
+                with suppress(Exception):
+                    await self.store.release(run.thread_id, run.run_id)
 
 
 async def _flat(batches: AsyncGenerator[list[Entry], None]) -> AsyncGenerator[Entry, None]:
@@ -808,7 +925,9 @@ async def open_service(
         if telemetry.metrics is not None:
             telemetry.metrics.watch_active(service.active_runs)
         service.writer.start()
+        await store.renew(service.owner, service.lease_s)  # alive before any run is admitted
         await store.expire(time.time() - settings.agent_run_events_ttl_s)
+        service.start_chores(adopt=recover)
         if recover:
             resumed = await service.recover()
             if resumed:

@@ -8,14 +8,18 @@ uses.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
 import pytest
 from ag_ui.core import RunErrorEvent, RunFinishedEvent, UserMessage
+from langchain_core.messages import AIMessage
 
 from app.core.errors import Unavailable
 from app.core.prepare import CALL_INTERRUPTED
+from app.core.runs import Ending, RunError
 from app.core.service import open_service
+from app.core.threads import run_config
 from app.settings import Settings
 from tests.doubles.llm import ScriptedLLM, hang, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
@@ -97,12 +101,11 @@ async def test_a_left_run_is_not_resumed_once_other_runs_have_moved_its_thread_o
             if event.type == "TEXT_MESSAGE_CONTENT":
                 break
     llm.reset()
-    llm.script(text("新回答。"))
     async with open_service(settings, only="weather") as service:
-        newer = await service.start_run(
-            "weather", thread_id="t4", run_id="new", messages=_message("新问题")
+        # Another writer of the thread's checkpoints (no run can start: "old" holds it).
+        await service.graphs["weather"].aupdate_state(
+            run_config("t4", "weather"), {"messages": [AIMessage(content="新回答。")]}
         )
-        assert (await newer.result()).error is None
 
     async with open_service(settings, only="weather", recover=True) as service:
         events = [entry.typed() async for entry in await service.join("t4", "old")]
@@ -113,7 +116,7 @@ async def test_a_left_run_is_not_resumed_once_other_runs_have_moved_its_thread_o
     assert events[-1].code == "not_resumable"
     assert (old.status, old.error and old.error.code) == ("error", "not_resumable")
     assert view.messages[-1].content == "新回答。"
-    assert len(llm.requests) == 1  # the new run's; the old one asked nothing more
+    assert llm.requests == []  # the old run asked nothing more
 
 
 async def test_a_call_left_by_a_run_that_ended_unexpectedly_is_not_blamed_on_the_user(
@@ -133,6 +136,10 @@ async def test_a_call_left_by_a_run_that_ended_unexpectedly_is_not_blamed_on_the
     meteo.reset()
     llm.script(text("好的。"))
     async with open_service(settings, only="weather") as service:  # no recovery here
+        # Its record says it ended (as a process that failed mid-run records it); its
+        # checkpoint still has the call it never answered.
+        failed = RunError(code="internal_error", message="内部错误")
+        await service.store.write([], [Ending("t5", "old", "error", time.time(), failed)])
         newer = await service.start_run(
             "weather", thread_id="t5", run_id="new", messages=_message("算了")
         )

@@ -17,7 +17,7 @@ import json
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +62,14 @@ class Backend:
         if data_dir not in self._databases:
             self._databases[data_dir] = self._cleanup.enter_context(fresh_database(self._admin_url))
         return self._databases[data_dir]
+
+    def query(self, data_dir: Path, statement: str) -> list[tuple[Any, ...]]:
+        """The rows of one query on the database of `data_dir`'s servers."""
+        if self._admin_url is None:
+            with closing(sqlite3.connect(data_dir / SQLITE_FILE)) as conn:
+                return conn.execute(statement).fetchall()
+        with psycopg.connect(self.agent_db(data_dir), autocommit=True) as conn:
+            return conn.execute(statement.encode()).fetchall()
 
     def execute(self, data_dir: Path, statement: str) -> None:
         """Run one SQL statement on the database of `data_dir`'s servers."""
