@@ -5,14 +5,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
 from collections.abc import Sequence
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
 from app.core.registry import GRAPH_MODULES
 from app.settings import PostgresDb, get_settings
+
+if TYPE_CHECKING:
+    import uvicorn
+    from fastapi import FastAPI
+
+# What each worker process of `serve --workers N` imports and calls for its app.
+WORKER_APP = "app.main:worker_app"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -21,6 +30,14 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="serve the HTTP API and the web UI")
     serve.add_argument("--host", help="listen address (default: HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, help="listen port (default: PORT or 8000)")
+    serve.add_argument(
+        "--workers",
+        type=_at_least_one,
+        default=1,
+        metavar="N",
+        help="worker processes accepting on one socket, each with its own service on "
+        "AGENT_DB (default: 1, no supervisor)",
+    )
     chat = commands.add_parser(
         "chat",
         help="chat with an agent in the terminal",
@@ -81,26 +98,40 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from app.core.logs import configure_logging
-    from app.http.server import create_app
 
     # One line per run from app.core.events; per-request lines (access log, httpx) would
     # only cost time on the hot path. AGENT_LOG_FORMAT picks text or JSON lines.
     settings = get_settings()
     configure_logging(settings)
+    if args.workers > 1:
+        return _supervise(_uvicorn_config(WORKER_APP, args, workers=args.workers))
+
+    from app.http.server import create_app
+
     app = create_app(settings)
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-            # New runs are refused from the signal on, not once the connections drain.
-            service = getattr(app.state, "service", None)
-            if service is not None:
-                service.begin_shutdown()
+            _begin_shutdown(app)
             super().handle_exit(sig, frame)
 
-    config = uvicorn.Config(
+    Server(_uvicorn_config(app, args)).run()
+    return 0
+
+
+def _uvicorn_config(
+    app: FastAPI | str, args: argparse.Namespace, *, workers: int | None = None
+) -> uvicorn.Config:
+    """The server's uvicorn settings; `app` is an import string of a factory with `workers`."""
+    import uvicorn
+
+    settings = get_settings()
+    return uvicorn.Config(
         app,
         host=args.host or settings.host,
         port=settings.port if args.port is None else args.port,
+        factory=workers is not None,
+        workers=workers,
         log_level="info",
         # uvicorn's own records (its tracebacks too) go through the one masking handler.
         log_config=None,
@@ -108,8 +139,62 @@ def _serve(args: argparse.Namespace) -> int:
         # Streams get the grace period (sse-starlette), then the runs are left to resume.
         timeout_graceful_shutdown=int(settings.agent_shutdown_grace_s) + 2,
     )
-    Server(config).run()
+
+
+def _supervise(config: uvicorn.Config) -> int:
+    """Run `config.workers` worker processes on one socket bound here; the exit status.
+
+    uvicorn's supervisor forwards SIGINT/SIGTERM to every worker and waits for them all.
+    """
+    from uvicorn.config import STARTUP_FAILURE
+    from uvicorn.supervisors import Multiprocess
+
+    sock = config.bind_socket()
+    supervisor = Multiprocess(config, sockets=[sock])
+    try:
+        supervisor.run()
+    finally:
+        sock.close()
+    # A worker that failed before serving (its database, say) stopped them all: not clean.
+    if any(worker.exitcode == STARTUP_FAILURE for worker in supervisor.processes):
+        return STARTUP_FAILURE
     return 0
+
+
+def worker_app() -> FastAPI:
+    """The app of one `serve --workers N` worker process (uvicorn calls it there)."""
+    from app.core.logs import configure_logging
+    from app.http.server import create_app
+
+    # A spawned worker starts with nothing of the parent's: no logging, no settings.
+    settings = get_settings()
+    configure_logging(settings)
+    app = create_app(settings)
+    # Each worker runs a plain uvicorn.Server (no handle_exit to override), which calls
+    # this factory after installing its signal handlers: ours go in front of them.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        _begin_shutdown_on(sig, app)
+    return app
+
+
+def _begin_shutdown_on(sig: signal.Signals, app: FastAPI) -> None:
+    """On `sig`, refuse new runs first, then call the handler installed before."""
+    then = signal.getsignal(sig)
+    if not callable(then):  # no server handler to chain: the default action stays
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        _begin_shutdown(app)
+        then(signum, frame)
+
+    signal.signal(sig, handler)
+
+
+def _begin_shutdown(app: FastAPI) -> None:
+    """Refuse new runs from the signal on, not once the connections drain."""
+    service = getattr(app.state, "service", None)
+    if service is not None:
+        service.begin_shutdown()
 
 
 def _database_unreachable() -> str | None:
