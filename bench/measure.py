@@ -4,7 +4,8 @@ CPU per run: for a server target, the server's CPU (`/proc`, see `bench.procs`) 
 its own runs, each read once the server is idle again; for the in-process floor, this
 process's CPU (`time.process_time()`, all threads) over its own runs. The load
 generator's CPU per run is kept too (`client_cpu_ms_per_run`): it shares the machine
-with the servers.
+with the servers. A server on PostgreSQL adds its backends' CPU (`db_cpu_ms_per_run`),
+read after the server's.
 """
 
 from __future__ import annotations
@@ -43,12 +44,14 @@ class Tally:
     samples: list[Sample] = field(default_factory=list)
     server_cpu_s: float = 0.0
     client_cpu_s: float = 0.0
+    db_cpu_s: float | None = None  # None: the target has no database CPU to read
 
     def summary(self) -> dict[str, Any]:
         ok = [s for s in self.samples if s.ok]
         latencies = [s.latency_s for s in ok]
         ttfts = [s.ttft_s for s in ok if s.ttft_s is not None]
         cpus = [s.server_cpu_s for s in ok if s.server_cpu_s is not None]
+        db_cpus = [s.db_cpu_s for s in ok if s.db_cpu_s is not None]
         n = len(self.samples)
         errors = [s for s in self.samples if not s.ok]
         return {
@@ -63,8 +66,17 @@ class Tally:
             "server_cpu_ms_per_run": round(self.server_cpu_s * 1000 / n, 2) if n else None,
             "server_cpu_ms_median": ms(percentile(cpus, 50)),
             "client_cpu_ms_per_run": round(self.client_cpu_s * 1000 / n, 2) if n else None,
+            "db_cpu_ms_per_run": (
+                round(self.db_cpu_s * 1000 / n, 2) if n and self.db_cpu_s is not None else None
+            ),
+            "db_cpu_ms_median": ms(percentile(db_cpus, 50)),
             "error_examples": sorted({s.error or "" for s in errors})[:3],
         }
+
+    def add_db_cpu(self, seconds: float | None) -> None:
+        """Count database CPU (None: not measured, which leaves the total as it is)."""
+        if seconds is not None:
+            self.db_cpu_s = (self.db_cpu_s or 0.0) + seconds
 
 
 def server_cpu(target: Target) -> float:
@@ -72,6 +84,17 @@ def server_cpu(target: Target) -> float:
     if target.server is not None:
         return target.server.cpu_s()
     return time.process_time()
+
+
+def db_cpu(target: Target) -> float | None:
+    """CPU seconds of the database processes serving the target's server, if visible."""
+    if target.server is None or target.server.db_cpu is None:
+        return None
+    return target.server.db_cpu()
+
+
+def _delta(before: float | None, after: float | None) -> float | None:
+    return None if before is None or after is None else after - before
 
 
 # A server counts as idle again once it used less than IDLE_SHARE of a core over one
@@ -103,13 +126,18 @@ async def settled_server_cpu(target: Target) -> float:
 async def measured_run(target: Target, tally: Tally) -> Sample:
     """One run with its CPU deltas added to `tally` (the server's once it is idle)."""
     client0 = time.process_time()
+    db0 = db_cpu(target)
     server0 = server_cpu(target)
     sample = await target.run()
     server1 = await settled_server_cpu(target)
+    # Once the server is idle its statements are done: its backends' CPU is complete.
+    db1 = db_cpu(target)
     client1 = time.process_time()
     sample.server_cpu_s = server1 - server0
+    sample.db_cpu_s = _delta(db0, db1)
     tally.samples.append(sample)
     tally.server_cpu_s += server1 - server0
+    tally.add_db_cpu(sample.db_cpu_s)
     tally.client_cpu_s += client1 - client0
     return sample
 
@@ -155,6 +183,7 @@ def combine(batches: Sequence[Batch]) -> dict[str, Any]:
         tally.samples += batch.tally.samples
         tally.server_cpu_s += batch.tally.server_cpu_s
         tally.client_cpu_s += batch.tally.client_cpu_s
+        tally.add_db_cpu(batch.tally.db_cpu_s)
     rates = [r for b in batches if (r := b.summary()["runs_per_s"]) is not None]
     base = tally.summary()
     return {
@@ -169,6 +198,7 @@ def combine(batches: Sequence[Batch]) -> dict[str, Any]:
         "p99_ms": base["p99_ms"],
         "server_cpu_ms_per_run": base["server_cpu_ms_per_run"],
         "client_cpu_ms_per_run": base["client_cpu_ms_per_run"],
+        "db_cpu_ms_per_run": base["db_cpu_ms_per_run"],
         "error_examples": base["error_examples"],
     }
 
@@ -183,11 +213,13 @@ async def throughput(target: Target, clients: int, runs: int) -> Batch:
             tally.samples.append(await target.run())
 
     client0 = time.process_time()
+    db0 = db_cpu(target)
     server0 = server_cpu(target)
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(clients)))
     wall = time.perf_counter() - started
     tally.server_cpu_s = server_cpu(target) - server0
+    tally.add_db_cpu(_delta(db0, db_cpu(target)))
     tally.client_cpu_s = time.process_time() - client0
     return Batch(clients, tally, wall)
 

@@ -37,12 +37,24 @@ class Plan:
     soak_sessions: int = 500
     soak_latency_ms: float = 50.0
     peer: bool = True
+    # The metrics' cost (issue 15): per latency, this many fresh pairs of servers (metrics
+    # on, metrics off), each measured over this many sequential runs per server.
+    metrics_pairs: int = 4
+    metrics_runs: int = 120
+    # `ours-pg` (issue 12): one replica on PostgreSQL beside ours, when a server answers.
+    postgres: bool = True
+    # Issue 12: `serve --workers N` against `--workers 1` (fresh servers, the floor beside),
+    # throughput batches of this many runs (`throughput_rounds` rounds). N < 2: skipped.
+    serve_workers: int = 2
+    workers_clients: int = 50
+    workers_latency_ms: float = 50.0
+    workers_batch_runs: int = 200
     # The baseline (issue 11): `react-agent serve` from this git ref beside ours (None: off),
     # measured through these endpoints (base/agui, base/chat).
     base_ref: str | None = BASELINE_REF
     base_endpoints: tuple[str, ...] = BASE_ENDPOINTS
     run_timeout_s: float = 120.0
-    max_minutes: float = 30.0
+    max_minutes: float = 45.0  # a full run takes about 25 minutes on 2 cores
     raw_dir: Path = RAW_DIR
     results_md: Path | None = RESULTS_MD
 
@@ -68,6 +80,9 @@ QUICK = Plan(
     throughput_rounds=1,
     cold_starts=1,
     peer_rss=False,
+    metrics_pairs=2,
+    metrics_runs=60,
+    workers_batch_runs=100,
     base_endpoints=("agui",),
     results_md=None,
 )
@@ -112,6 +127,22 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--soak-sessions", type=int, help="concurrent SSE sessions (0: no soak)")
     p.add_argument("--no-peer", action="store_true", help="skip langgraph dev")
     p.add_argument(
+        "--metrics-pairs",
+        type=int,
+        help="fresh metrics on/off server pairs per latency (issue 15; 0: skip)",
+    )
+    p.add_argument("--metrics-runs", type=int, help="sequential runs per server of each pair")
+    p.add_argument(
+        "--no-postgres", action="store_true", help="skip the replica on PostgreSQL (ours-pg)"
+    )
+    p.add_argument(
+        "--serve-workers",
+        type=int,
+        help="compare `react-agent serve --workers N` with 1 worker (default 2; 0: skip)",
+    )
+    p.add_argument("--workers-clients", type=int, help="clients in the workers comparison")
+    p.add_argument("--workers-runs", type=int, help="runs per batch in the workers comparison")
+    p.add_argument(
         "--base",
         metavar="REF",
         help=f"git ref the base/* targets serve (default {BASELINE_REF[:12]}, before issue 11)",
@@ -155,6 +186,11 @@ def plan_from_args(argv: Sequence[str] | None) -> Plan:
         "cold_starts": "cold_starts",
         "soak_sessions": "soak_sessions",
         "rss_clients": "rss_clients",
+        "metrics_pairs": "metrics_pairs",
+        "metrics_runs": "metrics_runs",
+        "serve_workers": "serve_workers",
+        "workers_clients": "workers_clients",
+        "workers_runs": "workers_batch_runs",
         "base": "base_ref",
         "base_endpoints": "base_endpoints",
         "max_minutes": "max_minutes",
@@ -171,6 +207,8 @@ def plan_from_args(argv: Sequence[str] | None) -> Plan:
         overrides["rss_marks"] = (args.rss_marks[0], args.rss_marks[1])
     if args.no_peer:
         overrides["peer"] = False
+    if args.no_postgres:
+        overrides["postgres"] = False
     if args.no_base:
         overrides["base_ref"] = None
     # Which commit the baseline is does not change what is measured (it is in the report).

@@ -1,9 +1,10 @@
 """The processes the benchmark starts: the fake model and the servers, with /proc readings.
 
-CPU is `utime + stime` from `/proc/<pid>/stat` summed over the process and its
-descendants (clock ticks, 10 ms each, so only sums over many runs mean anything);
-RSS is `VmRSS` summed the same way. Every process is started in its own session and
-stopped by its pid (SIGTERM, then SIGKILL after a grace period).
+CPU is the scheduler's runtime of every thread (`/proc/<pid>/task/<tid>/schedstat`, in
+nanoseconds) summed over the process and its descendants; RSS is `VmRSS` summed the same
+way. A server on PostgreSQL can also report its database backends' CPU (`db_cpu`).
+Every process is started in its own session and stopped by its pid (SIGTERM, then
+SIGKILL after a grace period).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -125,6 +126,8 @@ class Server:
     started_at: float
     pids: list[int] = field(default_factory=list)
     runs: int = 0  # runs it has served, counted by the benchmark
+    # CPU seconds of the database processes serving it (PostgreSQL backends), if visible.
+    db_cpu: Callable[[], float] | None = None
 
     def refresh_pids(self) -> None:
         """Find the process tree again (call once the server is up)."""

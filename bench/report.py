@@ -13,9 +13,12 @@ OURS_CHAT = "ours/chat"
 PEER_STREAM = "peer/stream"
 PEER_WAIT = "peer/wait"
 BASE = "base/agui"
-UNMEASURED = "ours/agui-nometrics"
+OURS_PG = "ours-pg/agui"
+UNMEASURED = "ours/agui-nometrics"  # in the main phase of raw files before the pairs
 BUDGET_LIMIT = 1.10  # issue 11: the AG-UI figures stay within 1.10x of the baseline's
 METRICS_LIMIT = 1.03  # issue 15: metrics on cost at most 3% more server CPU per run than off
+PG_LIMIT = 1.30  # issue 12: a replica on PostgreSQL within 1.3x of one on SQLite
+WORKERS_LIMIT = 1.6  # issue 12: `serve --workers 2` at least 1.6x the runs/s of one worker
 
 
 @dataclass(frozen=True)
@@ -208,12 +211,13 @@ def _soak(results: dict[str, Any]) -> Verdict:
 
 @dataclass(frozen=True)
 class BudgetRow:
-    """One figure of issue 11's budget: ours/agui against base/agui, measured in one run."""
+    """One figure of a budget (issue 11's by default): ours against another, in one run."""
 
     figure: str
     ours: float | None
     base: float | None
     higher_is_worse: bool  # time and CPU; runs/s is the other way round
+    limit: float = BUDGET_LIMIT
 
     @property
     def ratio(self) -> float | None:
@@ -226,7 +230,7 @@ class BudgetRow:
     @property
     def met(self) -> bool | None:
         ratio = self.ratio
-        return None if ratio is None else ratio <= BUDGET_LIMIT
+        return None if ratio is None else ratio <= self.limit
 
     @property
     def word(self) -> str:
@@ -312,52 +316,307 @@ CRASH_LOSS = [
 # The metrics' cost is a few percent of a run: the median of per-run CPU, which a load
 # spike of the shared machine during some runs does not move as it moves the mean.
 METRICS_FIELD = "server_cpu_ms_median"
+METRICS_LATENCIES = ("0", "50")
+# Why fresh pairs (issue 15): four repeats of one pair of the same code.
+PAIR_SPREAD = "1.015x, 1.028x, 1.036x, 1.046x"
 
 
-def metrics_cost(results: dict[str, Any]) -> list[BudgetRow]:
-    """Issue 15: `ours/agui` (metrics on) against `ours/agui-nometrics`, same run."""
-    return [
-        BudgetRow(
-            f"server CPU ms/run at {latency} ms, median (on / off)",
-            _seq(results, latency, OURS, METRICS_FIELD),
-            _seq(results, latency, UNMEASURED, METRICS_FIELD),
-            higher_is_worse=True,
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def metrics_pairs(results: dict[str, Any], latency: str) -> list[dict[str, Any]]:
+    """The metrics on/off pairs measured at `latency`: `{"first", "on", "off"}` each.
+
+    A raw file from before the pairs phase has one pair: `ours/agui` and
+    `ours/agui-nometrics` of its main phase (`first` is then "-").
+    """
+    pairs = _get(results, "metrics_cost", "latencies", latency, "pairs")
+    if isinstance(pairs, list):
+        return pairs
+    on = _get(results, "latencies", latency, "sequential", OURS)
+    off = _get(results, "latencies", latency, "sequential", UNMEASURED)
+    if isinstance(on, dict) and isinstance(off, dict):
+        return [{"first": "-", "on": on, "off": off}]
+    return []
+
+
+def pair_ratio(pair: dict[str, Any], field: str = METRICS_FIELD) -> float | None:
+    """One pair's CPU per run with metrics on / off (`field`: the median or the mean)."""
+    on, off = _number(pair["on"].get(field)), _number(pair["off"].get(field))
+    return None if on is None or not off else on / off
+
+
+@dataclass(frozen=True)
+class MetricsRow:
+    """Issue 15 at one latency: the median over pairs of on, off and the pair ratios."""
+
+    latency: str
+    pairs: int
+    on: float | None
+    off: float | None
+    ratio: float | None
+
+    @property
+    def met(self) -> bool | None:
+        return None if self.ratio is None else self.ratio <= METRICS_LIMIT
+
+    @property
+    def word(self) -> str:
+        return "not measured" if self.met is None else ("met" if self.met else "**not met**")
+
+
+def _median_of(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def metrics_cost(results: dict[str, Any]) -> list[MetricsRow]:
+    """Issue 15 at 0 and 50 ms: the figure is the median of the pairs' ratios."""
+    rows = []
+    for latency in METRICS_LATENCIES:
+        pairs = metrics_pairs(results, latency)
+        rows.append(
+            MetricsRow(
+                latency,
+                len(pairs),
+                _median_of([_number(p["on"].get(METRICS_FIELD)) for p in pairs]),
+                _median_of([_number(p["off"].get(METRICS_FIELD)) for p in pairs]),
+                _median_of([pair_ratio(p) for p in pairs]),
+            )
         )
-        for latency in ("0", "50")
-    ]
+    return rows
+
+
+def _metrics_intro(results: dict[str, Any]) -> str:
+    phase = results.get("metrics_cost")
+    why = (
+        "Why pairs: two processes of the same code differ by about +-1.5% in CPU per run "
+        "(memory layout, hash seeds, start order; four repeats of one pair gave "
+        f"{PAIR_SPREAD}), as much as the 3% being measured."
+    )
+    if not isinstance(phase, dict) and _get(results, "meta", "plan", "metrics_pairs") == 0:
+        return "Not measured in this run (`--metrics-pairs 0`). " + why
+    if not isinstance(phase, dict):
+        return (
+            "An older raw file: one pair of servers, `ours/agui` and `ours/agui-nometrics` "
+            "of the main phase, so the ratio is one pair's. " + why
+        )
+    return (
+        f"Per model latency, {phase['pairs']} fresh pairs of `react-agent serve` of this "
+        "checkout: one with the metrics on (the default), one with `AGENT_METRICS=false`, "
+        "started one after the other (which one first alternates from pair to pair), "
+        f"warmed up ({phase['warmup_runs']} runs each), then {phase['runs']} sequential runs "
+        "each, interleaved, and stopped. A pair's ratio is its median server CPU per run "
+        "with metrics on / off (a burst of other work on the shared machine during a few "
+        "runs moves a mean by more than 3%); the figure is the median of the pairs' ratios, "
+        "and on / off the medians of the pairs' medians. " + why
+    )
 
 
 def _metrics_table(results: dict[str, Any]) -> list[str]:
     lines = [
-        "## Metrics cost (issue 15): ours/agui vs ours/agui-nometrics",
+        "## Metrics cost (issue 15): metrics on vs off, fresh server pairs",
         "",
-        "Two `react-agent serve` of this checkout side by side, interleaved: `ours/agui` with "
-        "the metrics on (the default), `ours/agui-nometrics` with `AGENT_METRICS=false`. "
-        "The ratio is the server CPU per run with metrics on / off: the median of the runs "
-        "(each run's CPU is read in nanoseconds; on a shared machine a burst of other work "
-        "during a few runs moves the mean by more than the 3% being measured). The means "
-        "are given below the table.",
+        _metrics_intro(results),
         "",
-        "| figure | on | off | ratio | limit | verdict |",
-        "|---|---:|---:|---:|---:|---|",
+        "| figure | pairs | on | off | ratio | limit | verdict |",
+        "|---|---:|---:|---:|---:|---:|---|",
     ]
     for row in metrics_cost(results):
         ratio = "-" if row.ratio is None else f"{row.ratio:.3f}x"
-        met = None if row.ratio is None else row.ratio <= METRICS_LIMIT
-        word = "not measured" if met is None else ("met" if met else "**not met**")
+        lines.append(
+            f"| server CPU ms/run at {row.latency} ms, median (on / off) | {row.pairs} "
+            f"| {_fmt(row.on)} | {_fmt(row.off)} | {ratio} | <= {METRICS_LIMIT:.2f}x "
+            f"| {row.word} |"
+        )
+    if not _metrics_latencies(results):
+        return lines
+    return [*lines, "", *_metrics_pairs_table(results)]
+
+
+def _metrics_latencies(results: dict[str, Any]) -> list[str]:
+    measured = _get(results, "metrics_cost", "latencies")
+    if isinstance(measured, dict):
+        return list(measured)
+    return [latency for latency in METRICS_LATENCIES if metrics_pairs(results, latency)]
+
+
+def _metrics_pairs_table(results: dict[str, Any]) -> list[str]:
+    """Every pair's medians, means and ratios; then the means over all pairs."""
+    lines = [
+        "| latency | pair | first | on median | off median | ratio | on mean | off mean "
+        "| ratio of means | errors |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    means = []
+    for latency in _metrics_latencies(results):
+        pairs = metrics_pairs(results, latency)
+        for index, pair in enumerate(pairs, 1):
+            on, off = pair["on"], pair["off"]
+            errors = int(on.get("errors") or 0) + int(off.get("errors") or 0)
+            lines.append(
+                f"| {latency} ms | {index} | {pair.get('first', '-')} "
+                f"| {_fmt(_number(on.get(METRICS_FIELD)), 2)} "
+                f"| {_fmt(_number(off.get(METRICS_FIELD)), 2)} "
+                f"| {_fmt(pair_ratio(pair), 3)} "
+                f"| {_fmt(_number(on.get('server_cpu_ms_per_run')), 2)} "
+                f"| {_fmt(_number(off.get('server_cpu_ms_per_run')), 2)} "
+                f"| {_fmt(pair_ratio(pair, 'server_cpu_ms_per_run'), 3)} | {errors} |"
+            )
+        on_mean = _mean([_number(p["on"].get("server_cpu_ms_per_run")) for p in pairs])
+        off_mean = _mean([_number(p["off"].get("server_cpu_ms_per_run")) for p in pairs])
+        if on_mean is not None and off_mean:
+            means.append(
+                f"{latency} ms: {on_mean:.2f} / {off_mean:.2f} ms ({on_mean / off_mean:.3f}x)"
+            )
+    if means:
+        lines += ["", f"Means of per-run CPU over all pairs, on / off: {'; '.join(means)}."]
+    return lines
+
+
+def _mean(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
+
+
+def _pg_total(results: dict[str, Any], latency: str) -> float | None:
+    """ours-pg's CPU per run with its PostgreSQL backends' added (None: not read)."""
+    replica = _seq(results, latency, OURS_PG, "server_cpu_ms_per_run")
+    backends = _seq(results, latency, OURS_PG, "db_cpu_ms_per_run")
+    return None if replica is None or backends is None else replica + backends
+
+
+def postgres_rows(results: dict[str, Any]) -> list[BudgetRow]:
+    """Issue 12: ours-pg/agui against ours/agui (SQLite) at 0 ms, pg / sqlite."""
+    sqlite_cpu = _seq(results, "0", OURS, "server_cpu_ms_per_run")
+    return [
+        BudgetRow(
+            "p50 ms at 0 ms (pg / sqlite)",
+            _seq(results, "0", OURS_PG, "p50_ms"),
+            _seq(results, "0", OURS, "p50_ms"),
+            higher_is_worse=True,
+            limit=PG_LIMIT,
+        ),
+        BudgetRow(
+            "server CPU ms/run at 0 ms, the replica (pg / sqlite)",
+            _seq(results, "0", OURS_PG, "server_cpu_ms_per_run"),
+            sqlite_cpu,
+            higher_is_worse=True,
+            limit=PG_LIMIT,
+        ),
+        BudgetRow(
+            "server CPU ms/run at 0 ms, replica + its PostgreSQL backends (pg / sqlite)",
+            _pg_total(results, "0"),
+            sqlite_cpu,
+            higher_is_worse=True,
+            limit=PG_LIMIT,
+        ),
+    ]
+
+
+def _postgres_missing(results: dict[str, Any]) -> str | None:
+    """Why ours-pg was not measured in this run, or None if it was."""
+    info = _get(results, "meta", "postgres")
+    if isinstance(info, dict) and info.get("missing"):
+        return str(info["missing"])
+    if _get(results, "meta", "plan", "postgres") is False:
+        return "`--no-postgres`"
+    if not isinstance(info, dict):
+        return "no PostgreSQL replica in this run"
+    return None
+
+
+def _postgres_table(results: dict[str, Any]) -> list[str]:
+    lines = ["## PostgreSQL vs SQLite (issue 12): ours-pg/agui vs ours/agui", ""]
+    missing = _postgres_missing(results)
+    if missing is not None:
+        return [*lines, f"not measured ({missing})"]
+    info = _get(results, "meta", "postgres") or {}
+    settings = ", ".join(
+        f"{name} {info[name]}" for name in ("synchronous_commit", "fsync") if info.get(name)
+    )
+    backends = (
+        "their CPU per run (PostgreSQL backends serving its database, read from /proc) is "
+        "added on the last row"
+        if info.get("backend_cpu")
+        else "this server's processes are not visible here, so only the replica's is given"
+    )
+    lines += [
+        f"`ours-pg` is `react-agent serve` started like ours but with `AGENT_DB` on a fresh "
+        f"database (`{info.get('database')}` on {info.get('server')}, PostgreSQL "
+        f"{info.get('server_version', '?')}{'; ' + settings if settings else ''}), measured "
+        "in the same phases, interleaved. Server CPU is the replica's process tree; the "
+        "PostgreSQL server's own work runs in other processes: "
+        f"{backends} (its shared writers, WAL and checkpointer, are counted nowhere).",
+        "",
+        "| figure | ours-pg/agui | ours/agui | ratio | limit | verdict |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for row in postgres_rows(results):
+        ratio = "-" if row.ratio is None else f"{row.ratio:.3f}x"
         lines.append(
             f"| {row.figure} | {_fmt(row.ours)} | {_fmt(row.base)} | {ratio} "
-            f"| <= {METRICS_LIMIT:.2f}x | {word} |"
+            f"| <= {row.limit:.2f}x | {row.word} |"
         )
-    means = []
-    for latency in ("0", "50"):
-        on = _seq(results, latency, OURS, "server_cpu_ms_per_run")
-        off = _seq(results, latency, UNMEASURED, "server_cpu_ms_per_run")
-        if on is not None and off:
-            means.append(f"{latency} ms: {on:.1f} / {off:.1f} ms ({on / off:.3f}x)")
-    if means:
-        lines += ["", f"Means, on / off: {'; '.join(means)}."]
+    backends_ms = _seq(results, "0", OURS_PG, "db_cpu_ms_per_run")
+    if backends_ms is not None:
+        lines += ["", f"PostgreSQL backends' CPU per run at 0 ms: {backends_ms:.1f} ms."]
     return lines
+
+
+def _workers_table(results: dict[str, Any]) -> list[str]:
+    """Issue 12: `serve --workers N` against one worker, the floor beside, runs/s."""
+    phase = results.get("workers")
+    lines = ["## Worker processes (issue 12): serve --workers N vs --workers 1", ""]
+    if not isinstance(phase, dict):
+        return [*lines, "not measured (not in this run)"]
+    if phase.get("missing"):
+        return [*lines, f"not measured ({phase['missing']})"]
+    workers, clients = phase["workers"], phase["clients"]
+    rates = phase.get("throughput") or {}
+    cores = _get(results, "meta", "machine", "cores")
+    lines += [
+        f"Fresh `react-agent serve --workers 1` and `--workers {workers}` (SQLite, one file), "
+        f"`{FLOOR}` beside them: batches of {phase['batch_runs']} runs (AG-UI for the "
+        f"servers) by {clients} clients at {phase['latency_ms']:g} ms model latency, "
+        "interleaved, the order rotated "
+        f"every round; the median round counts. The {cores} cores are shared with the load "
+        "generator and the fake model, which caps what more workers can add. Server CPU "
+        "and RSS are those of the whole process tree (the supervisor, its workers and "
+        "multiprocessing's resource tracker).",
+        "",
+        "| target | runs/s (median) | runs/s per round | p50 ms | server CPU ms/run "
+        "| processes | RSS MiB | errors |",
+        "|---|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    servers = phase.get("servers") or {}
+    for name, row in rates.items():
+        server = servers.get(name) or {}
+        rounds = ", ".join(f"{x:g}" for x in row.get("runs_per_s_rounds") or [])
+        lines.append(
+            f"| {name} | {_fmt(_number(row.get('runs_per_s')))} | {rounds} "
+            f"| {_fmt(_number(row.get('p50_ms')))} "
+            f"| {_fmt(_number(row.get('server_cpu_ms_per_run')))} "
+            f"| {server.get('processes', '-')} | {_fmt(_number(server.get('rss_mib')))} "
+            f"| {row.get('errors', '-')} |"
+        )
+    check = _ratio_check(
+        f"runs/s, {clients} clients at {phase['latency_ms']:g} ms: --workers {workers} vs 1",
+        _number(_get(rates, f"ours-w{workers}/agui", "runs_per_s")),
+        _number(_get(rates, "ours-w1/agui", "runs_per_s")),
+        WORKERS_LIMIT,
+        at_most=False,
+        unit="runs/s",
+        labels=(f"--workers {workers}", "--workers 1"),
+    )
+    return [
+        *lines,
+        "",
+        "| figure | measured | ratio | limit | verdict |",
+        "|---|---|---:|---:|---|",
+        f"| {check.target} | {check.measured} | {check.ratio} | {check.limit} | {check.word} |",
+    ]
 
 
 def render(results: dict[str, Any]) -> str:
@@ -382,6 +641,8 @@ def render(results: dict[str, Any]) -> str:
         lines.append(f"| {v.target} | {v.measured} | {v.ratio} | {v.limit} | {v.word} |")
     lines += ["", *_budget_table(results)]
     lines += ["", *_metrics_table(results)]
+    lines += ["", *_postgres_table(results)]
+    lines += ["", *_workers_table(results)]
     lines += ["", *_like_for_like(results)]
     clients = [str(c) for c in meta["plan"]["clients"]]
     for latency, phase in results.get("latencies", {}).items():

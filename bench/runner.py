@@ -1,10 +1,13 @@
 """One benchmark run, start to finish: processes up, phases in order, everything down.
 
-Order: the baseline exported (`bench.baseline`) -> cold starts (fresh servers, 0 ms) ->
-per model latency: warm-up, interleaved sequential runs, interleaved throughput batches
--> the soak (ours, 50 ms) -> RSS growth (a fresh server per family, 0 ms, 50 clients,
-RSS read between batches at 100 and 1,000 runs). Every loop is bounded and the whole
-run is capped by `Plan.max_minutes`; what was measured until then is kept.
+Order: the baseline exported (`bench.baseline`) and a fresh PostgreSQL database made
+(`bench.postgres`) -> cold starts (fresh servers, 0 ms) -> per model latency: warm-up,
+interleaved sequential runs, interleaved throughput batches -> the soak (ours, 50 ms)
+-> `serve --workers N` against one worker, the floor beside (fresh servers, 50 clients,
+50 ms) -> the metrics' cost (per latency, fresh pairs of servers with metrics on and
+off) -> RSS growth (a fresh server per family, 0 ms, 50 clients, RSS read between
+batches at 100 and 1,000 runs). Every loop is bounded and the whole run is capped by
+`Plan.max_minutes`; what was measured until then is kept.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import platform
 import resource
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -30,10 +34,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 
 from app.core.storage import open_checkpointer
 from app.settings import get_settings
-from bench import baseline
+from bench import baseline, postgres
 from bench.fake_model import answer_text
 from bench.graph import make_graph
 from bench.measure import Batch, combine, sequential, soak, throughput
@@ -48,7 +53,9 @@ from bench.targets import (
     ModelOnly,
     OursAgui,
     OursAguiNoMetrics,
+    OursAguiWorkers,
     OursChat,
+    OursPgAgui,
     PeerStream,
     PeerWait,
     Target,
@@ -66,6 +73,11 @@ SCRUBBED_PREFIXES = (
     "OTEL_",
 )
 SCRUBBED = {"HOST", "PORT"}
+# uvicorn logs it once per worker, once its app has started.
+STARTUP_LINE = b"Application startup complete"
+WORKERS_START_S = 60.0
+WORKERS_LATE = "not all {workers} workers started within a minute; see {log}"
+NO_WORKERS = "`react-agent serve` has no `--workers` in this checkout"
 VERSIONS = (
     "langgraph",
     "langgraph-api",
@@ -82,8 +94,10 @@ VERSIONS = (
 )
 
 
-def log(message: str) -> None:
-    """Progress on stderr (the table goes to stdout)."""
+def log(message: str, *args: object) -> None:
+    """Progress on stderr (the table goes to stdout); `args` are %-formatted in."""
+    if args:
+        message = message % args
     sys.stderr.write(f"[bench {time.strftime('%H:%M:%S')}] {message}\n")
     sys.stderr.flush()
 
@@ -172,6 +186,7 @@ class Stack:
     servers: list[Server] = field(default_factory=list)
     serial: int = 0
     base: baseline.Baseline | None = None
+    pg: postgres.Database | None = None  # ours-pg's database, when a PostgreSQL answers
 
     async def set_latency(self, latency_ms: float, token_delay_ms: float) -> None:
         timing = {
@@ -188,19 +203,60 @@ class Stack:
         path.mkdir()
         return path
 
-    def start_ours(self, *, metrics: bool = True) -> Server:
+    def start_ours(self, *, metrics: bool = True, workers: int = 1) -> Server:
         """`react-agent serve` with the bench graph registered, on a fresh SQLite file.
 
         `metrics=False`: the same code with `AGENT_METRICS=false` (the metrics' cost).
+        `workers` > 1: `serve --workers N`, N processes on one socket and one file.
         """
-        path = self._dir("ours" if metrics else "ours-nometrics")
-        port = free_port()
-        env = {**self.env, "AGENT_DB": str(path / "agent.sqlite")}
-        env["AGENT_EXTRA_GRAPHS"] = BENCH_GRAPH_SPEC
+        family = "ours" if metrics else "ours-nometrics"
+        path = self._dir(family if workers == 1 else f"ours-w{workers}")
+        extra = {"AGENT_DB": str(path / "agent.sqlite")}
         if not metrics:
-            env["AGENT_METRICS"] = "false"
-        argv = [str(VENV_BIN / "react-agent"), "serve", "--port", str(port)]
-        return self._spawn("ours", argv, env, path, port, "/healthz")
+            extra["AGENT_METRICS"] = "false"
+        options = ["--workers", str(workers)] if workers > 1 else []
+        return self._serve("ours", path, extra, options)
+
+    def start_ours_pg(self) -> Server:
+        """`start_ours` on the fresh PostgreSQL database (`self.pg`), its backends' CPU read."""
+        assert self.pg is not None
+        path = self._dir("ours-pg")
+        server = self._serve("ours-pg", path, {"AGENT_DB": self.pg.url})
+        if self.pg.backends is not None:
+            server.db_cpu = self.pg.backends.cpu_s
+        return server
+
+    def _serve(
+        self, name: str, path: Path, extra: dict[str, str], options: list[str] | None = None
+    ) -> Server:
+        port = free_port()
+        env = {**self.env, **extra, "AGENT_EXTRA_GRAPHS": BENCH_GRAPH_SPEC}
+        argv = [str(VENV_BIN / "react-agent"), "serve", "--port", str(port), *(options or [])]
+        return self._spawn(name, argv, env, path, port, "/healthz")
+
+    async def serve_takes_workers(self) -> bool:
+        """Whether this checkout's `react-agent serve` has `--workers` (issue 12)."""
+        argv = [str(VENV_BIN / "react-agent"), "serve", "--help"]
+        done = await asyncio.to_thread(
+            subprocess.run,
+            argv,
+            env=self.env,
+            cwd=self.tmp,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        return "--workers" in done.stdout
+
+    async def wait_workers(self, server: Server, workers: int) -> None:
+        """Healthy, and every worker's app started: the first one answers `/healthz` alone."""
+        await server.wait_healthy(self.client)
+        deadline = time.perf_counter() + WORKERS_START_S
+        while server.log_path.read_bytes().count(STARTUP_LINE) < workers:
+            if time.perf_counter() > deadline:
+                raise RuntimeError(WORKERS_LATE.format(workers=workers, log=server.log_path))
+            await asyncio.sleep(0.05)  # polling interval of the log check
+        server.refresh_pids()  # the workers and multiprocessing's tracker, all of the tree
 
     def start_base(self) -> Server:
         """`start_ours` for the baseline export: this venv's Python, its packages first."""
@@ -293,6 +349,16 @@ async def stack(plan: Plan) -> AsyncIterator[Stack]:
                 for server in list(shared.servers):
                     await shared.stop(server)
                 await model.stop()
+                if shared.pg is not None:
+                    await _drop_database(shared.pg)
+
+
+async def _drop_database(database: postgres.Database) -> None:
+    """Drop ours-pg's database; a failure is logged, not raised (the figures are kept)."""
+    try:
+        await asyncio.to_thread(postgres.drop, database)
+    except psycopg.Error as exc:
+        log("could not drop PostgreSQL database %s: %s", database.name, exc)
 
 
 async def cold_starts(shared: Stack, results: dict[str, Any]) -> None:
@@ -358,20 +424,24 @@ async def run_plan(plan: Plan) -> dict[str, Any]:
 
 
 async def _phases(plan: Plan, results: dict[str, Any]) -> None:
+    pg_url = postgres.configured_url()  # the stack scrubs AGENT_* from this environment
     async with stack(plan) as shared:
         log(f"fake model on {shared.model.url}; work dir {shared.tmp}")
         if plan.base_ref and plan.base_endpoints:
             await _export_base(shared, plan.base_ref, results)
+        if plan.postgres:
+            await _make_database(shared, pg_url, results)
         if plan.cold_starts:
             await cold_starts(shared, results)
         async with open_checkpointer(shared.tmp / "floor.sqlite") as saver:
             graph = make_graph(saver)
             ours = shared.start_ours()
-            unmeasured = shared.start_ours(metrics=False)
+            pg = shared.start_ours_pg() if shared.pg is not None else None
             base = shared.start_base() if shared.base is not None else None
             peer = shared.start_peer() if plan.peer else None
             await ours.wait_healthy(shared.client)
-            await unmeasured.wait_healthy(shared.client)
+            if pg is not None:
+                await pg.wait_healthy(shared.client)
             if base is not None:
                 imports = await shared.wait_base(base)
                 results["meta"]["base"]["imports"] = imports
@@ -390,9 +460,11 @@ async def _phases(plan: Plan, results: dict[str, Any]) -> None:
                 targets.append(kind(answer, client, ours))
                 if base is not None and endpoint in plan.base_endpoints:
                     targets.append(BASE_TARGETS[endpoint](answer, client, base))
-                if endpoint == "agui":  # the metrics' cost: the same code with metrics off
-                    targets.append(OursAguiNoMetrics(answer, client, unmeasured))
-            servers = {"ours": ours, "ours-nometrics": unmeasured}
+                if endpoint == "agui" and pg is not None:
+                    targets.append(OursPgAgui(answer, client, pg))
+            servers = {"ours": ours}
+            if pg is not None:
+                servers["ours-pg"] = pg
             if base is not None:
                 servers["base"] = base
             if peer is not None:
@@ -408,10 +480,32 @@ async def _phases(plan: Plan, results: dict[str, Any]) -> None:
             }
             for server in servers.values():
                 await shared.stop(server)
+            if plan.serve_workers > 1:
+                await workers_phase(shared, FloorInvoke(answer, graph), results)
+        if plan.metrics_pairs > 0:
+            await metrics_cost(shared, results)
         results["rss"] = {}
         await _rss_growth(shared, "ours", shared.start_ours, OursAgui, results)
         if plan.peer and plan.peer_rss:
             await _rss_growth(shared, "peer", shared.start_peer, PeerStream, results)
+
+
+async def _make_database(shared: Stack, configured: str, results: dict[str, Any]) -> None:
+    """A fresh database for ours-pg, if a PostgreSQL server answers; else ours-pg is skipped."""
+    admin, why = await asyncio.to_thread(postgres.admin_url, configured)
+    if admin is None:
+        results["meta"]["postgres"] = {"missing": why}
+        log("PostgreSQL: %s; ours-pg is not measured", why)
+        return
+    shared.pg = await asyncio.to_thread(postgres.create, admin)
+    results["meta"]["postgres"] = shared.pg.describe()
+    backends = "read" if shared.pg.backends is not None else "not visible"
+    log(
+        "PostgreSQL %s: database %s for ours-pg (backend CPU %s)",
+        postgres.shown(admin),
+        shared.pg.name,
+        backends,
+    )
 
 
 async def _export_base(shared: Stack, ref: str, results: dict[str, Any]) -> None:
@@ -518,3 +612,132 @@ async def _soak(shared: Stack, ours: Server, results: dict[str, Any]) -> None:
         f"  soak: {outcome['errors']} errors, p50 {outcome['p50_ms']} ms, "
         f"p99 {outcome['p99_ms']} ms, {outcome['wall_s']} s"
     )
+
+
+async def metrics_cost(shared: Stack, results: dict[str, Any]) -> None:
+    """Issue 15: per latency, `metrics_pairs` fresh pairs of servers, metrics on and off.
+
+    One pair of processes differs from another by about +-1.5% in CPU per run (memory
+    layout, hash seeds, start order) even on the same code: as much as the 3% measured,
+    so the figure is the median over fresh pairs, each started in turn on-first and
+    off-first.
+    """
+    plan = shared.plan
+    phase: dict[str, Any] = {
+        "pairs": plan.metrics_pairs,
+        "runs": plan.metrics_runs,
+        "warmup_runs": plan.warmup_runs,
+        "latencies": {},
+    }
+    results["metrics_cost"] = phase
+    for latency in plan.latencies_ms:
+        delay = plan.token_delay_for(latency)
+        await shared.set_latency(latency, delay)
+        pairs: list[dict[str, Any]] = []
+        phase["latencies"][f"{latency:g}"] = {
+            "timing": {"latency_ms": latency, "token_delay_ms": delay, "tokens": plan.tokens},
+            "pairs": pairs,
+        }
+        for index in range(plan.metrics_pairs):
+            pair = await _metrics_pair(shared, on_first=index % 2 == 0)
+            pairs.append(pair)
+            log(
+                "metrics pair %d/%d at %g ms (%s first): CPU/run median on %s / off %s ms = %s",
+                index + 1,
+                plan.metrics_pairs,
+                latency,
+                pair["first"],
+                pair["on"]["server_cpu_ms_median"],
+                pair["off"]["server_cpu_ms_median"],
+                pair["ratio"],
+            )
+
+
+async def _metrics_pair(shared: Stack, *, on_first: bool) -> dict[str, Any]:
+    """Start a metrics-on and a metrics-off server in that order, measure both, stop both."""
+    plan = shared.plan
+    started: dict[bool, Server] = {}
+    try:
+        for metrics in (True, False) if on_first else (False, True):
+            # One at a time: two imports racing for the cores would make the starts unalike.
+            server = shared.start_ours(metrics=metrics)
+            started[metrics] = server
+            await server.wait_healthy(shared.client)
+        on = OursAgui(shared.answer, shared.client, started[True])
+        off = OursAguiNoMetrics(shared.answer, shared.client, started[False])
+        await sequential([on, off], lambda target: plan.warmup_runs)
+        tallies = await sequential([on, off], lambda target: plan.metrics_runs)
+    finally:
+        for server in started.values():
+            await shared.stop(server)
+    on_row, off_row = tallies[on.name].summary(), tallies[off.name].summary()
+    on_cpu, off_cpu = on_row["server_cpu_ms_median"], off_row["server_cpu_ms_median"]
+    ratio = round(on_cpu / off_cpu, 4) if on_cpu is not None and off_cpu else None
+    return {"first": "on" if on_first else "off", "on": on_row, "off": off_row, "ratio": ratio}
+
+
+async def workers_phase(shared: Stack, floor: Target, results: dict[str, Any]) -> None:
+    """Issue 12: fresh `serve --workers 1` and `--workers N`, the floor beside, throughput.
+
+    Interleaved batches of `workers_batch_runs` runs by `workers_clients` clients at
+    `workers_latency_ms`, the order rotated every round; the median round counts.
+    """
+    plan = shared.plan
+    phase: dict[str, Any] = {
+        "workers": plan.serve_workers,
+        "clients": plan.workers_clients,
+        "latency_ms": plan.workers_latency_ms,
+        "batch_runs": plan.workers_batch_runs,
+    }
+    results["workers"] = phase
+    if not await shared.serve_takes_workers():
+        phase["missing"] = NO_WORKERS
+        log("%s: the workers comparison is skipped", NO_WORKERS)
+        return
+    await shared.set_latency(plan.workers_latency_ms, plan.token_delay_for(plan.workers_latency_ms))
+    started: list[Server] = []
+    try:
+        targets: list[Target] = [floor]
+        for workers in (1, plan.serve_workers):
+            server = shared.start_ours(workers=workers)
+            started.append(server)
+            await shared.wait_workers(server, workers)
+            targets.append(OursAguiWorkers(shared.answer, shared.client, server, workers))
+        log("workers: 1 vs %d, %d clients", plan.serve_workers, plan.workers_clients)
+        await _workers_rounds(shared, targets, phase)
+        phase["servers"] = {
+            target.name: {
+                "processes": len(target.server.pids),
+                "rss_mib": round(target.server.rss() / 2**20, 1),
+            }
+            for target in targets
+            if target.server is not None
+        }
+    finally:
+        for server in started:
+            await shared.stop(server)
+
+
+async def _workers_rounds(shared: Stack, targets: list[Target], phase: dict[str, Any]) -> None:
+    plan = shared.plan
+    clients = plan.workers_clients
+    runs = max(plan.workers_batch_runs, clients)
+    # Warm-up: a batch reaches every worker, where one-at-a-time runs may reach one.
+    for target in targets:
+        await throughput(target, clients, clients)
+    done: dict[str, list[Batch]] = {target.name: [] for target in targets}
+    for round_index in range(plan.throughput_rounds):
+        shift = round_index % len(targets)
+        for target in [*targets[shift:], *targets[:shift]]:
+            batch = await throughput(target, clients, runs)
+            done[target.name].append(batch)
+            log(
+                "  workers round %d %-14s %s runs/s (%d runs, %d errors)",
+                round_index + 1,
+                target.name,
+                batch.summary()["runs_per_s"],
+                runs,
+                batch.errors,
+            )
+        # After every round: a run cut short by the time cap keeps what it measured.
+        phase["throughput"] = {name: combine(batches) for name, batches in done.items()}

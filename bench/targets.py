@@ -5,8 +5,8 @@ streams its 20-token answer. A target returns a `Sample`: wall time, time to the
 streamed text token (streaming targets), and whether the answer was complete and right.
 
 Families: `floor` (the graph in-process; the fake model alone), `ours`
-(`react-agent serve`), `base` (the same, from the baseline git ref: `bench.baseline`),
-`peer` (`langgraph dev`).
+(`react-agent serve`), `ours-pg` (the same on PostgreSQL: `bench.postgres`), `base` (the
+same, from the baseline git ref: `bench.baseline`), `peer` (`langgraph dev`).
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ class Sample:
     error: str | None = None
     malformed: bool = False
     server_cpu_s: float | None = None  # sequential runs only: the server's CPU for this run
+    db_cpu_s: float | None = None  # the same for its PostgreSQL backends, when visible
 
 
 class Target(ABC):
@@ -287,9 +288,26 @@ class OursAgui(HttpTarget):
 
 
 class OursAguiNoMetrics(OursAgui):
-    """`ours/agui` against a second `react-agent serve` of the same code, `AGENT_METRICS=false`."""
+    """`ours/agui` against a `react-agent serve` with `AGENT_METRICS=false` (metrics phase)."""
 
     name = "ours/agui-nometrics"
+
+
+class OursPgAgui(OursAgui):
+    """`ours/agui` against a `react-agent serve` on PostgreSQL (issue 12)."""
+
+    name = "ours-pg/agui"
+    family = "ours-pg"
+
+
+class OursAguiWorkers(OursAgui):
+    """`ours/agui` against a fresh `react-agent serve --workers N` (issue 12)."""
+
+    def __init__(
+        self, answer: str, client: httpx.AsyncClient, server: Server, workers: int
+    ) -> None:
+        super().__init__(answer, client, server)
+        self.name = f"ours-w{workers}/agui"
 
 
 class OursChat(HttpTarget):

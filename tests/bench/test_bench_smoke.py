@@ -1,6 +1,7 @@
 """The benchmark harness end to end, with minimal counts (no langgraph dev, no soak).
 
-The baseline server is the checkout's HEAD (`--base=HEAD`): every clone has it.
+The baseline server is the checkout's HEAD (`--base=HEAD`): every clone has it. The
+PostgreSQL target gets the suite's server (`tests.postgres`), as `make bench` finds one.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ TARGETS = (
     "floor/astream",
     "floor/model-only",
     "ours/agui",
-    "ours/agui-nometrics",
+    "ours-pg/agui",
     "ours/chat",
     "base/agui",
     "base/chat",
@@ -28,7 +29,7 @@ VERDICTS = {"met", "**not met**", "not measured"}
 
 
 def test_a_minimal_run_prints_the_targets_table_and_keeps_well_formed_raw_json(
-    tmp_path: Path,
+    tmp_path: Path, postgres_admin_url: str
 ) -> None:
     raw_dir = tmp_path / "raw"
     report = tmp_path / "RESULTS.md"
@@ -47,13 +48,16 @@ def test_a_minimal_run_prints_the_targets_table_and_keeps_well_formed_raw_json(
         "--soak-sessions=0",
         "--no-peer",
         "--base=HEAD",
-        "--max-minutes=1",
+        "--metrics-pairs=1",
+        "--metrics-runs=3",
+        "--workers-clients=2",
+        "--workers-runs=4",
+        "--max-minutes=2",
         f"--raw-dir={raw_dir}",
         f"--results={report}",
     ]
-    done = subprocess.run(
-        argv, cwd=ROOT, env=dict(os.environ), capture_output=True, text=True, timeout=90
-    )
+    env = {**os.environ, "AGENT_TEST_POSTGRES_URL": postgres_admin_url}
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
 
     [raw_file] = raw_dir.glob("*.json")
@@ -68,6 +72,8 @@ def test_a_minimal_run_prints_the_targets_table_and_keeps_well_formed_raw_json(
     throughput = results["latencies"]["0"]["throughput"]
     assert all(throughput[name]["2"]["runs_per_s"] > 0 for name in TARGETS)
     assert results["cold_start"]["ours"][0]["first_run_ok"] is True
+    [pair] = results["metrics_cost"]["latencies"]["0"]["pairs"]
+    assert pair["ratio"] > 0 and pair["on"]["errors"] == pair["off"]["errors"] == 0
     assert set(results["rss"]["ours"]) == {"2", "8"}
     head = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
