@@ -5,7 +5,8 @@ every AG-UI event it sent, as the JSON a client received, under its sequence num
 (1, 2, 3, ...); the thread list keeps one row per thread with runs (graph, title,
 latest activity). They live in the checkpoints' database, in the tables agent_runs,
 agent_run_events and agent_threads, plus agent_thread_leases (which run of which
-process holds a thread, until when).
+process holds a thread, until when) and agent_replicas (until when each process is
+known alive: its queued runs are its until then).
 
 `RunStore` is the contract; `app.core.runs_sql` writes its queries once, and
 `app.core.runs_sqlite` / `app.core.runs_postgres` run them on each backend.
@@ -205,9 +206,6 @@ class RunStore(Protocol):
     ) -> None:
         """The run is `running` under `owner`, from the checkpoint it found."""
 
-    async def claim(self, thread_id: str, run_id: str, owner: str) -> None:
-        """Take over a run another process left active."""
-
     async def get(self, thread_id: str, run_id: str) -> StoredRun | None:
         """One run, or None."""
 
@@ -269,11 +267,6 @@ class RunStore(Protocol):
         """(thread_id, run_id) of `owner`'s active runs that were asked to stop."""
 
     # --- thread leases: which process executes a thread's run
-
-    async def claim_thread(self, thread_id: str, run_id: str, owner: str, ttl_s: float) -> bool:
-        """Lease the thread to `run_id` of `owner` for `ttl_s` seconds, atomically: True
-        when there was no lease, it had expired, or this run of this owner held it
-        (then it is extended); False while another run or owner holds it."""
 
     async def renew(self, owner: str, ttl_s: float) -> list[str]:
         """Extend every lease `owner` holds to `ttl_s` from now, and `owner`'s own

@@ -192,16 +192,6 @@ class SqlRunStore(ABC):
             )
         )
 
-    async def claim(self, thread_id: str, run_id: str, owner: str) -> None:
-        await self._transaction(
-            (
-                (
-                    "UPDATE agent_runs SET owner=? WHERE thread_id=? AND run_id=?",
-                    (owner, thread_id, run_id),
-                ),
-            )
-        )
-
     async def get(self, thread_id: str, run_id: str) -> StoredRun | None:
         rows = await self._read(
             f"SELECT {COLUMNS} FROM agent_runs WHERE thread_id=? AND run_id=?",
@@ -314,23 +304,6 @@ class SqlRunStore(ABC):
             fetch=True,
         )
         return summary(rows[0]) if rows and rows[0][4] is not None else None
-
-    async def claim_thread(self, thread_id: str, run_id: str, owner: str, ttl_s: float) -> bool:
-        count = await self._transaction(
-            (
-                (
-                    "INSERT INTO agent_thread_leases (thread_id, run_id, owner, expires_at)"
-                    f" VALUES (?, ?, ?, {self.NOW} + ?) ON CONFLICT (thread_id) DO UPDATE SET"
-                    " run_id=excluded.run_id, owner=excluded.owner,"
-                    " expires_at=excluded.expires_at"
-                    f" WHERE agent_thread_leases.expires_at <= {self.NOW}"
-                    " OR (agent_thread_leases.run_id=excluded.run_id"
-                    " AND agent_thread_leases.owner=excluded.owner)",
-                    (thread_id, run_id, owner, float(ttl_s)),
-                ),
-            )
-        )
-        return bool(count == 1)
 
     async def renew(self, owner: str, ttl_s: float) -> list[str]:
         rows = await self._transaction(

@@ -14,7 +14,16 @@ from typing import Any
 import psycopg
 import pytest
 
-from app.core.runs import Ending, RunError, RunRecord, RunStatus, RunStore, StoredRun
+from app.core.runs import (
+    Admission,
+    Ending,
+    RunError,
+    RunRecord,
+    RunStatus,
+    RunStore,
+    StoredRun,
+    Strategy,
+)
 from app.core.storage import open_storage
 from app.settings import Settings
 
@@ -126,23 +135,18 @@ async def test_runs_are_newest_first_and_those_created_in_one_instant_by_inserti
     assert await store.of_thread("t2") == []
 
 
-async def test_started_and_claim_record_the_status_owner_and_start_checkpoint(
-    store: RunStore,
-) -> None:
+async def test_started_records_the_status_owner_and_start_checkpoint(store: RunStore) -> None:
     await store.create(stored("t1", "r1", status="queued", owner="host:1"))
 
     await store.started("t1", "r1", owner="host:2", checkpoint_before="cp-7")
     started = await store.get("t1", "r1")
-    await store.claim("t1", "r1", "host:3")
-    claimed = await store.get("t1", "r1")
 
-    assert started is not None and claimed is not None
+    assert started is not None
     assert (started.record.status, started.owner, started.checkpoint_before) == (
         "running",
         "host:2",
         "cp-7",
     )
-    assert (claimed.record.status, claimed.owner) == ("running", "host:3")
 
 
 async def test_active_runs_are_the_queued_and_running_ones_oldest_first(store: RunStore) -> None:
@@ -268,16 +272,15 @@ async def test_forgetting_a_thread_drops_its_runs_logs_list_entry_and_lease(
     store: RunStore,
 ) -> None:
     for thread_id in ("gone", "kept"):
-        await store.create(stored(thread_id, "r1"))
+        await store.admit(stored(thread_id, "r1"), strategy="reject", ttl_s=30)
         await store.write([(thread_id, "r1", 1, "{}")])
-        assert await store.claim_thread(thread_id, "r1", "host:1", 30)
 
     await store.forget_thread("gone")
 
     assert await store.of_thread("gone") == []
     assert await store.events("gone", "r1") == []
     assert [s.thread_id for s in await store.threads(None, 10)] == ["kept"]
-    assert await store.claim_thread("gone", "r2", "host:2", 30) is True
+    assert await store.renew("host:1", 30) == ["kept"]
     assert await store.events("kept", "r1") == [(1, "{}")]
 
 
@@ -345,50 +348,137 @@ async def test_a_database_that_answers_passes_the_probe(store: RunStore) -> None
     await store.probe(1.0)
 
 
-# --- thread leases --------------------------------------------------------------------
+# --- admission, turns and takeovers across processes ------------------------------
 
 
-async def test_a_thread_is_leased_to_one_run_until_that_run_releases_it(store: RunStore) -> None:
-    assert await store.claim_thread("t1", "r1", "host:1", 30) is True
-    assert await store.claim_thread("t1", "r2", "host:2", 30) is False
-    assert await store.claim_thread("t1", "r2", "host:1", 30) is False  # another run, same owner
-    assert await store.claim_thread("t2", "r1", "host:2", 30) is True
-
-    await store.release("t1", "r2")  # not the holder: nothing happens
-    assert await store.claim_thread("t1", "r2", "host:2", 30) is False
-    await store.release("t1", "r1")
-    assert await store.claim_thread("t1", "r2", "host:2", 30) is True
+async def admit(
+    store: RunStore, run: StoredRun, strategy: Strategy = "enqueue", ttl_s: float = 30
+) -> Admission:
+    return await store.admit(run, strategy=strategy, ttl_s=ttl_s)
 
 
-async def test_the_holding_run_claims_again_to_extend_and_only_with_its_own_owner(
+async def test_a_run_on_an_idle_thread_is_admitted_running_with_the_threads_lease(
     store: RunStore,
 ) -> None:
-    assert await store.claim_thread("t1", "r1", "host:1", 0) is True
-    assert await store.claim_thread("t1", "r1", "host:1", 30) is True
-    assert await store.claim_thread("t1", "r1", "host:2", 30) is False
-    assert await store.claim_thread("t1", "r9", "host:2", 30) is False  # extended: not expired
+    admitted = await admit(store, stored("t1", "r1", checkpoint="cp-1"))
+
+    assert admitted == Admission("created", "running", ())
+    run = await store.get("t1", "r1")
+    assert run is not None and run.record.status == "running" and run.checkpoint_before == "cp-1"
+    assert await store.renew("host:1", 30) == ["t1"]
 
 
-async def test_an_expired_lease_is_taken_over_and_its_old_owner_no_longer_renews_it(
+async def test_a_run_behind_an_active_one_is_refused_by_reject_and_queued_otherwise(
     store: RunStore,
 ) -> None:
-    assert await store.claim_thread("t1", "r1", "host:1", 0) is True  # expires at once
-    assert await store.claim_thread("t2", "r1", "host:1", 30) is True
+    await admit(store, stored("t1", "r1"))
 
-    taken = await store.claim_thread("t1", "r1", "host:2", 30)
-    renewed = await store.renew("host:1", 30)
+    refused = await admit(store, stored("t1", "r2"), "reject")
+    queued = await admit(store, stored("t1", "r2", checkpoint="cp-stale"), "enqueue")
+    again = await admit(store, stored("t1", "r1"), "enqueue")
 
-    assert taken is True
-    assert renewed == ["t2"]
+    assert refused == Admission("busy", None, ("r1",))
+    assert queued == Admission("created", "queued", ("r1",))
+    assert again.outcome == "exists"
+    run = await store.get("t1", "r2")
+    # A queued run finds its start checkpoint at its turn, not at its admission.
+    assert run is not None and (run.record.status, run.checkpoint_before) == ("queued", None)
+
+
+async def test_interrupt_and_rollback_ask_the_active_runs_to_stop(store: RunStore) -> None:
+    await admit(store, stored("t1", "r1", owner="host:1"))
+    await admit(store, stored("t1", "r2", owner="host:2"))
+
+    rollback = await admit(store, stored("t1", "r3", owner="host:3"), "rollback")
+
+    assert rollback == Admission("created", "queued", ("r1", "r2"), rollback_from="r1")
+    assert await store.cancel_requests("host:1") == [("t1", "r1")]
+    assert await store.cancel_requests("host:2") == [("t1", "r2")]
+    assert await store.cancel_requests("host:3") == []
+    run = await store.get("t1", "r3")
+    assert run is not None and run.rollback_from == "r1" and not run.cancel_requested
+
+
+async def test_a_queued_run_gets_its_turn_once_it_is_the_oldest_and_nothing_runs(
+    store: RunStore,
+) -> None:
+    await admit(store, stored("t1", "r1", owner="host:1"))
+    await admit(store, stored("t1", "r2", owner="host:2"))
+    await admit(store, stored("t1", "r3", owner="host:3"))
+
+    while_running = await store.claim_turn("t1", "r2", "host:2", 30)
+    await store.write([], [Ending("t1", "r1", "success", T0 + 1, None, "host:1")])
+    out_of_order = await store.claim_turn("t1", "r3", "host:3", 30)
+    turn = await store.claim_turn("t1", "r2", "host:2", 30)
+
+    assert (while_running, out_of_order, turn) == (False, False, True)
+    assert await store.renew("host:1", 30) == []  # the ending released the lease
     assert await store.renew("host:2", 30) == ["t1"]
-    assert await store.renew("host:3", 30) == []
+    run = await store.get("t1", "r2")
+    assert run is not None and (run.record.status, run.owner) == ("running", "host:2")
 
 
-async def test_concurrent_claims_of_one_thread_grant_it_to_exactly_one_run(
+async def test_concurrent_admissions_with_reject_admit_exactly_one_run(store: RunStore) -> None:
+    admissions = [
+        admit(store, stored("t1", f"r{n}", owner=f"host:{n}"), "reject") for n in range(8)
+    ]
+
+    outcomes = [a.outcome for a in await asyncio.gather(*admissions)]
+
+    assert sorted(outcomes) == ["busy"] * 7 + ["created"]
+
+
+async def test_runs_no_live_process_holds_are_orphans_and_each_is_adopted_once(
     store: RunStore,
 ) -> None:
-    claims = [store.claim_thread("t1", f"r{n}", f"host:{n}", 30) for n in range(8)]
+    await store.renew("host:2", 30)  # alive; host:1 and host:3 never renew
+    await admit(store, stored("t1", "lapsed", owner="host:1"), ttl_s=0)  # expires at once
+    await admit(store, stored("t2", "held", owner="host:2"))
+    await admit(store, stored("t2", "waiting", owner="host:3", at=T0 + 1))
+    await admit(store, stored("t3", "alive", owner="host:2", status="queued"))
 
-    granted = await asyncio.gather(*claims)
+    orphans = await store.orphans()
+    [lapsed, waiting] = orphans
+    adopted = await asyncio.gather(
+        *(store.adopt(lapsed, f"host:{n}", 30, force=False) for n in (4, 5, 6))
+    )
+    held = await store.get("t2", "held")
+    assert held is not None
 
-    assert sorted(granted) == [False] * 7 + [True]
+    assert [(o.record.run_id, o.record.status) for o in orphans] == [
+        ("lapsed", "running"),
+        ("waiting", "queued"),
+    ]
+    assert sorted(adopted) == [False, False, True]
+    assert await store.adopt(waiting, "host:4", 30, force=False) is True
+    assert await store.adopt(held, "host:4", 30, force=False) is False  # its lease is live
+    await store.renew("host:4", 30)  # the adopter is alive: its queued run is held
+    assert await store.orphans() == []
+
+
+async def test_an_ending_from_a_process_that_lost_its_run_is_not_recorded(
+    store: RunStore,
+) -> None:
+    run = stored("t1", "r1", owner="host:1")
+    await admit(store, run)
+    assert await store.adopt(run, "host:2", 30, force=True) is True  # host:1 died
+
+    await store.write([], [Ending("t1", "r1", "success", T0 + 1, None, "host:1")])
+    after_loser = await store.get("t1", "r1")
+    await store.write([], [Ending("t1", "r1", "success", T0 + 2, None, "host:2")])
+    after_holder = await store.get("t1", "r1")
+
+    assert after_loser is not None and after_loser.record.status == "running"
+    assert after_holder is not None and after_holder.record.status == "success"
+    assert await store.renew("host:2", 30) == []
+
+
+async def test_a_cancel_request_marks_only_an_active_run(store: RunStore) -> None:
+    await admit(store, stored("t1", "r1"))
+    await store.write([], [ending("t1", "r1", T0 + 1)])
+    await admit(store, stored("t1", "r2"))
+
+    assert await store.request_cancel("t1", "r1") is False
+    assert await store.request_cancel("t1", "r2") is True
+    assert await store.request_cancel("t1", "nope") is False
+    assert await store.cancel_requests("host:1") == [("t1", "r2")]
