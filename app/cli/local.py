@@ -124,7 +124,7 @@ class LocalJoin:
                 yield entry.typed()
 
     async def stop(self) -> None:
-        """Cancel the run (refused when another process executes it)."""
+        """Cancel the run, wherever it executes (nothing to do once it has ended)."""
         try:
             await self._service.cancel_run(self._thread_id, self._run_id)
         except Conflict as exc:

@@ -245,7 +245,7 @@ async def join_run(
     responses={
         **IDS,
         **UNKNOWN_RUN,
-        **errors((409, "the run has ended, or another live process runs it")),
+        **errors((409, "the run has ended")),
     },
 )
 async def cancel_run(thread_id: ThreadId, run_id: RunId, agents: Agents) -> Response:
