@@ -578,8 +578,9 @@ def _workers_table(results: dict[str, Any]) -> list[str]:
     cores = _get(results, "meta", "machine", "cores")
     lines += [
         f"Fresh `react-agent serve --workers 1` and `--workers {workers}` (SQLite, one file), "
-        f"`{FLOOR}` beside them: batches of {phase['batch_runs']} runs (AG-UI for the "
-        f"servers) by {clients} clients at {phase['latency_ms']:g} ms model latency, "
+        f"`{FLOOR}` beside them: batches of {phase['batch_runs']} runs (AG-UI and plain JSON, "
+        "a new connection each, for the servers) by "
+        f"{clients} clients at {phase['latency_ms']:g} ms model latency, "
         "interleaved, the order rotated "
         f"every round; the median round counts. The {cores} cores are shared with the load "
         "generator and the fake model, which caps what more workers can add. Server CPU "
@@ -587,8 +588,9 @@ def _workers_table(results: dict[str, Any]) -> list[str]:
         "multiprocessing's resource tracker).",
         "",
         "| target | runs/s (median) | runs/s per round | p50 ms | server CPU ms/run "
-        "| processes | RSS MiB | errors |",
-        "|---|---:|---|---:|---:|---:|---:|---:|",
+        "| client CPU ms/run | model CPU ms/run | cores' ceiling runs/s | processes "
+        "| RSS MiB | errors |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     servers = phase.get("servers") or {}
     for name, row in rates.items():
@@ -598,25 +600,63 @@ def _workers_table(results: dict[str, Any]) -> list[str]:
             f"| {name} | {_fmt(_number(row.get('runs_per_s')))} | {rounds} "
             f"| {_fmt(_number(row.get('p50_ms')))} "
             f"| {_fmt(_number(row.get('server_cpu_ms_per_run')))} "
+            f"| {_fmt(_number(row.get('client_cpu_ms_per_run')))} "
+            f"| {_fmt(_number(row.get('model_cpu_ms_per_run')))} "
+            f"| {_fmt(_ceiling(row, cores))} "
             f"| {server.get('processes', '-')} | {_fmt(_number(server.get('rss_mib')))} "
             f"| {row.get('errors', '-')} |"
         )
-    check = _ratio_check(
-        f"runs/s, {clients} clients at {phase['latency_ms']:g} ms: --workers {workers} vs 1",
-        _number(_get(rates, f"ours-w{workers}/agui", "runs_per_s")),
-        _number(_get(rates, "ours-w1/agui", "runs_per_s")),
-        WORKERS_LIMIT,
-        at_most=False,
-        unit="runs/s",
-        labels=(f"--workers {workers}", "--workers 1"),
-    )
+    checks = [
+        _ratio_check(
+            f"runs/s ({endpoint}), {clients} clients at {phase['latency_ms']:g} ms: "
+            f"--workers {workers} vs 1",
+            _number(_get(rates, f"ours-w{workers}/{endpoint}", "runs_per_s")),
+            _number(_get(rates, f"ours-w1/{endpoint}", "runs_per_s")),
+            WORKERS_LIMIT,
+            at_most=False,
+            unit="runs/s",
+            labels=(f"--workers {workers}", "--workers 1"),
+        )
+        for endpoint in ("agui", "chat")
+        if f"ours-w1/{endpoint}" in rates
+    ]
     return [
         *lines,
         "",
+        "The cores' ceiling is the runs/s the machine's cores allow at that row's CPU per "
+        "run of the server, the load generator and the fake model together: cores x 1000 / "
+        "(server + client + model ms per run); one worker alone uses one core at most.",
+        *_machine_line(phase),
+        "",
         "| figure | measured | ratio | limit | verdict |",
         "|---|---|---:|---:|---|",
-        f"| {check.target} | {check.measured} | {check.ratio} | {check.limit} | {check.word} |",
+        *(f"| {c.target} | {c.measured} | {c.ratio} | {c.limit} | {c.word} |" for c in checks),
     ]
+
+
+def _machine_line(phase: dict[str, Any]) -> list[str]:
+    speedup = _number(phase.get("machine_speedup"))
+    if speedup is None:
+        return []
+    workers = phase["workers"]
+    return [
+        "",
+        f"The machine itself: a pure-CPU loop in {workers} processes does {speedup:.2f}x the "
+        f"work of one (`bench/cores.py`): the most {workers} workers of any server can gain "
+        "here even with nothing else on the cores.",
+    ]
+
+
+def _ceiling(row: dict[str, Any], cores: Any) -> float | None:
+    """Runs/s the machine's cores could give at this row's server + client + model CPU."""
+    parts = [
+        _number(row.get(key))
+        for key in ("server_cpu_ms_per_run", "client_cpu_ms_per_run", "model_cpu_ms_per_run")
+    ]
+    if any(part is None for part in parts) or not isinstance(cores, int):
+        return None
+    total = sum(part or 0.0 for part in parts)
+    return round(cores * 1000 / total, 1) if total > 0 else None
 
 
 def render(results: dict[str, Any]) -> str:

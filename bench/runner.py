@@ -39,6 +39,7 @@ import psycopg
 from app.core.storage import open_checkpointer
 from app.settings import get_settings
 from bench import baseline, postgres
+from bench.cores import parallel_speedup
 from bench.fake_model import answer_text
 from bench.graph import make_graph
 from bench.measure import Batch, combine, sequential, soak, throughput
@@ -55,6 +56,7 @@ from bench.targets import (
     OursAguiNoMetrics,
     OursAguiWorkers,
     OursChat,
+    OursChatWorkers,
     OursPgAgui,
     PeerStream,
     PeerWait,
@@ -696,14 +698,34 @@ async def workers_phase(shared: Stack, floor: Target, results: dict[str, Any]) -
         return
     await shared.set_latency(plan.workers_latency_ms, plan.token_delay_for(plan.workers_latency_ms))
     started: list[Server] = []
+    # A connection per run: a pool of kept-alive connections is split among the workers
+    # once, however unevenly, and stays so; a new connection goes to whichever worker
+    # accepts it first, the less busy one.
+    fresh = httpx.AsyncClient(
+        limits=httpx.Limits(max_keepalive_connections=0),
+        timeout=shared.client.timeout,
+        trust_env=False,
+    )
     try:
         targets: list[Target] = [floor]
         for workers in (1, plan.serve_workers):
             server = shared.start_ours(workers=workers)
             started.append(server)
             await shared.wait_workers(server, workers)
-            targets.append(OursAguiWorkers(shared.answer, shared.client, server, workers))
-        log("workers: 1 vs %d, %d clients", plan.serve_workers, plan.workers_clients)
+            targets.append(OursAguiWorkers(shared.answer, fresh, server, workers))
+            # Plain JSON too: its client costs a quarter of an SSE reader's, so the shared
+            # cores cap it later.
+            targets.append(OursChatWorkers(shared.answer, fresh, server, workers))
+        phase["machine_speedup"] = round(
+            await asyncio.to_thread(parallel_speedup, plan.serve_workers), 3
+        )
+        log(
+            "workers: 1 vs %d, %d clients; pure CPU scales %.2fx on %d processes here",
+            plan.serve_workers,
+            plan.workers_clients,
+            phase["machine_speedup"],
+            plan.serve_workers,
+        )
         await _workers_rounds(shared, targets, phase)
         phase["servers"] = {
             target.name: {
@@ -714,6 +736,7 @@ async def workers_phase(shared: Stack, floor: Target, results: dict[str, Any]) -
             if target.server is not None
         }
     finally:
+        await fresh.aclose()
         for server in started:
             await shared.stop(server)
 
@@ -726,10 +749,14 @@ async def _workers_rounds(shared: Stack, targets: list[Target], phase: dict[str,
     for target in targets:
         await throughput(target, clients, clients)
     done: dict[str, list[Batch]] = {target.name: [] for target in targets}
+    # The fake model shares the cores too: its CPU per run bounds what the servers get.
+    model_s = dict.fromkeys(done, 0.0)
     for round_index in range(plan.throughput_rounds):
         shift = round_index % len(targets)
         for target in [*targets[shift:], *targets[:shift]]:
+            before = shared.model.cpu_s()
             batch = await throughput(target, clients, runs)
+            model_s[target.name] += shared.model.cpu_s() - before
             done[target.name].append(batch)
             log(
                 "  workers round %d %-14s %s runs/s (%d runs, %d errors)",
@@ -740,4 +767,11 @@ async def _workers_rounds(shared: Stack, targets: list[Target], phase: dict[str,
                 batch.errors,
             )
         # After every round: a run cut short by the time cap keeps what it measured.
-        phase["throughput"] = {name: combine(batches) for name, batches in done.items()}
+        phase["throughput"] = {
+            name: {
+                **combine(batches),
+                "model_cpu_ms_per_run": round(model_s[name] * 1000 / (len(batches) * runs), 2),
+            }
+            for name, batches in done.items()
+            if batches
+        }

@@ -406,3 +406,13 @@ class PeerStream(HttpTarget):
                             text.append(content)
         self._check("".join(text))
         return ttft
+
+
+class OursChatWorkers(OursChat):
+    """`ours/chat` against a fresh `react-agent serve --workers N` (issue 12)."""
+
+    def __init__(
+        self, answer: str, client: httpx.AsyncClient, server: Server, workers: int
+    ) -> None:
+        super().__init__(answer, client, server)
+        self.name = f"ours-w{workers}/chat"
