@@ -15,8 +15,9 @@ from __future__ import annotations
 import codecs
 import json
 import sqlite3
+import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +32,7 @@ from tests.doubles.llm import ScriptedLLM
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.doubles.otlp import OtlpReceiver
 from tests.postgres import fresh_database
-from tests.processes import ServerProcess
+from tests.processes import SERVE, ServerProcess
 
 API_KEY = "agent-key-4d1f0c7e"
 OPENAI_SECRET = "sk-test-SECRET-9f8e7d6c5b4a"
@@ -133,10 +134,18 @@ def server(
 
 @contextmanager
 def serving(
-    llm: ScriptedLLM, meteo: FakeOpenMeteo, data_dir: Path, backend: Backend, **extra: str
+    llm: ScriptedLLM,
+    meteo: FakeOpenMeteo,
+    data_dir: Path,
+    backend: Backend,
+    *,
+    command: Sequence[str] = SERVE,
+    **extra: str,
 ) -> Iterator[ServerProcess]:
-    """A server on this suite's environment plus `extra`, stopped when the block ends."""
-    process = ServerProcess(server_env(llm, meteo, data_dir, backend=backend, **extra))
+    """A server (`command`) on this suite's environment plus `extra`, stopped when the
+    block ends."""
+    env = server_env(llm, meteo, data_dir, backend=backend, **extra)
+    process = ServerProcess(env, command=command)
     try:
         yield process
     finally:
@@ -311,3 +320,19 @@ def api(server: ServerProcess) -> Iterator[Api]:
 @pytest.fixture
 def thread_id() -> str:
     return f"t-{uuid.uuid4().hex[:12]}"
+
+
+WAIT_S = 20.0
+
+
+def wait_until(what: str, check: Callable[[], Any], timeout: float = WAIT_S) -> Any:
+    """Poll `check` (state another process or thread records: nothing to await) until it
+    returns something truthy; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)  # polling interval, not a wait for a result

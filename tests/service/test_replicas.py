@@ -20,7 +20,7 @@ import pytest
 from tests.doubles.llm import ScriptedLLM, hang, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.processes import ServerProcess
-from tests.service.conftest import Api, Backend, answer, run_body, server_env
+from tests.service.conftest import Api, Backend, answer, run_body, server_env, wait_until
 
 LEASE_S = 2.0
 # A takeover comes within a lease and one heartbeat (a third of it) of the kill.
@@ -65,14 +65,6 @@ def apis(replicas: list[ServerProcess]) -> Iterator[list[Api]]:
 
 def _thread() -> str:
     return f"t-{time.monotonic_ns()}"
-
-
-def _until(check: Any, within_s: float, what: str) -> None:
-    deadline = time.monotonic() + within_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {within_s} s: {what}")
-        time.sleep(0.05)
 
 
 def test_a_question_asked_on_one_replica_is_answered_on_another_and_read_on_a_third(
@@ -206,7 +198,7 @@ def test_a_killed_replicas_run_is_finished_by_another_and_followed_through_a_thi
     llm.script(tool_call("get_weather", {"location": "北京"}), text("北京今天晴。"))
     body = run_body(thread_id, ("u1", "北京天气"))
     started = a.run("weather", body, until=lambda event: event["type"] == "TOOL_CALL_END")
-    _until(lambda: meteo.forecast_requests, 10, "the tool asks for the forecast")
+    wait_until("the tool to ask for the forecast", lambda: meteo.forecast_requests)
 
     replicas[0].kill()
     killed_at = time.monotonic()

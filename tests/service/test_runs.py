@@ -9,7 +9,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ import pytest
 from tests.doubles.llm import ScriptedLLM, call, hang, text, tool_call, tool_calls
 from tests.doubles.open_meteo import HANG_CITY, FakeOpenMeteo
 from tests.processes import ServerProcess
-from tests.service.conftest import Api, Backend, Stream, run_body, server_env
+from tests.service.conftest import Api, Backend, Stream, run_body, server_env, wait_until
 
 VERIFIER = Path(__file__).with_name("verify_agui.cjs")
 DEADLINE_S = 20.0
@@ -29,18 +29,6 @@ DEADLINE_S = 20.0
 def background() -> Iterator[ThreadPoolExecutor]:
     with ThreadPoolExecutor(max_workers=4) as pool:
         yield pool
-
-
-def wait_until(what: str, check: Callable[[], Any], timeout: float = DEADLINE_S) -> Any:
-    """Poll `check` until it returns something truthy, or fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)  # polling interval, not a wait for a result
 
 
 def record(api: Api, thread_id: str, run_id: str) -> dict[str, Any]:

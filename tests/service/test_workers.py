@@ -11,23 +11,21 @@ import http.client
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.doubles.llm import ScriptedLLM, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.processes import SERVE, ServerProcess
-from tests.service.conftest import API_KEY, Api, Backend, run_body, server_env
+from tests.service.conftest import API_KEY, Api, Backend, run_body, server_env, serving, wait_until
 
 WORKERS = 2
 SERVE_WORKERS = (*SERVE, "--workers", str(WORKERS))
 GRACE_S = 1
 DEADLINE_S = 20.0
-POLL_S = 0.02
 
 
 @pytest.fixture(scope="module")
@@ -39,24 +37,8 @@ def server(
 ) -> Iterator[ServerProcess]:
     """The module's server: a parent and two workers (`api` talks to it)."""
     data_dir = tmp_path_factory.mktemp("workers")
-    env = server_env(_llm_server, _meteo_server, data_dir, backend=backend)
-    process = ServerProcess(env, command=SERVE_WORKERS)
-    try:
+    with serving(_llm_server, _meteo_server, data_dir, backend, command=SERVE_WORKERS) as process:
         yield process
-    finally:
-        process.stop()
-
-
-def wait_until(what: str, check: Callable[[], Any], timeout: float = DEADLINE_S) -> Any:
-    """Poll `check` until it returns something truthy, or fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(POLL_S)  # polling interval, not a wait for a result
 
 
 def worker_pids(parent: int) -> list[int]:
