@@ -59,6 +59,15 @@ def _fmt(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def _row(row: BudgetRow, limit: float) -> str:
+    """A `| figure | ours | base | ratio | limit | verdict |` line of a budget-style table."""
+    ratio = "-" if row.ratio is None else f"{row.ratio:.3f}x"
+    return (
+        f"| {row.figure} | {_fmt(row.ours)} | {_fmt(row.base)} | {ratio} "
+        f"| <= {limit:.2f}x | {row.word} |"
+    )
+
+
 def _ratio_check(
     name: str,
     ours: float | None,
@@ -280,12 +289,7 @@ def _budget_table(results: dict[str, Any]) -> list[str]:
         "| figure | ours/agui | base/agui | ratio | limit | verdict |",
         "|---|---:|---:|---:|---:|---|",
     ]
-    for row in budget(results):
-        ratio = "-" if row.ratio is None else f"{row.ratio:.3f}x"
-        lines.append(
-            f"| {row.figure} | {_fmt(row.ours)} | {_fmt(row.base)} | {ratio} "
-            f"| <= {BUDGET_LIMIT:.2f}x | {row.word} |"
-        )
+    lines += [_row(row, BUDGET_LIMIT) for row in budget(results)]
     rounds = {
         name: _get(results, "latencies", "50", "throughput", name, "10", "runs_per_s_rounds")
         for name in (OURS, BASE)
@@ -553,12 +557,7 @@ def _postgres_table(results: dict[str, Any]) -> list[str]:
         "| figure | ours-pg/agui | ours/agui | ratio | limit | verdict |",
         "|---|---:|---:|---:|---:|---|",
     ]
-    for row in postgres_rows(results):
-        ratio = "-" if row.ratio is None else f"{row.ratio:.3f}x"
-        lines.append(
-            f"| {row.figure} | {_fmt(row.ours)} | {_fmt(row.base)} | {ratio} "
-            f"| <= {row.limit:.2f}x | {row.word} |"
-        )
+    lines += [_row(row, row.limit) for row in postgres_rows(results)]
     backends_ms = _seq(results, "0", OURS_PG, "db_cpu_ms_per_run")
     if backends_ms is not None:
         lines += ["", f"PostgreSQL backends' CPU per run at 0 ms: {backends_ms:.1f} ms."]

@@ -54,13 +54,12 @@ from bench.targets import (
     ModelOnly,
     OursAgui,
     OursAguiNoMetrics,
-    OursAguiWorkers,
     OursChat,
-    OursChatWorkers,
     OursPgAgui,
     PeerStream,
     PeerWait,
     Target,
+    on_workers,
 )
 
 BENCH_GRAPH_SPEC = f"{GRAPH_ID}=bench.graph"
@@ -712,10 +711,10 @@ async def workers_phase(shared: Stack, floor: Target, results: dict[str, Any]) -
             server = shared.start_ours(workers=workers)
             started.append(server)
             await shared.wait_workers(server, workers)
-            targets.append(OursAguiWorkers(shared.answer, fresh, server, workers))
+            targets.append(on_workers(OursAgui(shared.answer, fresh, server), workers))
             # Plain JSON too: its client costs a quarter of an SSE reader's, so the shared
             # cores cap it later.
-            targets.append(OursChatWorkers(shared.answer, fresh, server, workers))
+            targets.append(on_workers(OursChat(shared.answer, fresh, server), workers))
         phase["machine_speedup"] = round(
             await asyncio.to_thread(parallel_speedup, plan.serve_workers), 3
         )

@@ -300,16 +300,6 @@ class OursPgAgui(OursAgui):
     family = "ours-pg"
 
 
-class OursAguiWorkers(OursAgui):
-    """`ours/agui` against a fresh `react-agent serve --workers N` (issue 12)."""
-
-    def __init__(
-        self, answer: str, client: httpx.AsyncClient, server: Server, workers: int
-    ) -> None:
-        super().__init__(answer, client, server)
-        self.name = f"ours-w{workers}/agui"
-
-
 class OursChat(HttpTarget):
     """`react-agent serve`: `POST /api/chat`, plain JSON."""
 
@@ -408,11 +398,7 @@ class PeerStream(HttpTarget):
         return ttft
 
 
-class OursChatWorkers(OursChat):
-    """`ours/chat` against a fresh `react-agent serve --workers N` (issue 12)."""
-
-    def __init__(
-        self, answer: str, client: httpx.AsyncClient, server: Server, workers: int
-    ) -> None:
-        super().__init__(answer, client, server)
-        self.name = f"ours-w{workers}/chat"
+def on_workers(target: HttpTarget, workers: int) -> HttpTarget:
+    """`target`, named for a fresh `serve --workers N` (ours-wN/agui, ours-wN/chat)."""
+    target.name = target.name.replace("ours/", f"ours-w{workers}/", 1)
+    return target
