@@ -1,26 +1,27 @@
 """The run store on PostgreSQL: the AGENT_DB database, beside the checkpoints.
 
 `PostgresRunStore(pool)` shares the saver's pool: every operation takes one pooled
-connection, a write runs all its statements in one transaction there (rows of a step
-pipelined by `executemany`). The queries are `app.core.runs_sql`'s, `?` placeholders
-turned into psycopg's `%s`. Times stay epoch seconds (`double precision`), so records
-read the same as on SQLite. `setup()` is idempotent and runs under the set-up lock
-(`app.core.postgres.open_pool`).
+connection. A write runs all its statements in one transaction there; the two on every
+run's path take fewer round trips: a log write is one statement (`write`), a decision
+two (`_decide`: the lock and the reads, then the writes and the commit). The queries
+are `app.core.runs_sql`'s, `?` placeholders turned into psycopg's `%s`. Times stay
+epoch seconds (`double precision`), so records read the same as on SQLite. `setup()` is
+idempotent and runs under the set-up lock (`app.core.postgres.open_pool`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any, ClassVar
 
-from psycopg import AsyncConnection
+from psycopg import AsyncClientCursor, AsyncConnection
 from psycopg.rows import tuple_row
 
 from app.core.errors import StorageUnavailable
 from app.core.postgres import Pool
-from app.core.runs import threads_from_runs
+from app.core.runs import Ending, storable, threads_from_runs
 from app.core.runs_sql import INSERT_THREAD, RUNS_FOR_THREADS, Decision, SqlRunStore, Step
 
 # agent_runs.rowid: insertion order, named after SQLite's implicit column so that the
@@ -89,6 +90,29 @@ CREATE TABLE agent_threads (
 CREATE INDEX agent_threads_updated ON agent_threads (graph, updated_at);
 """
 READ_ONLY = "the database takes no writes (a standby in recovery)"
+# A log write is one statement (one round trip, its own transaction): the events as
+# arrays, and with endings, every table an ending changes in data-modifying CTEs.
+INSERT_EVENTS = (
+    "INSERT INTO agent_run_events (thread_id, run_id, seq, data)"
+    " SELECT * FROM unnest(%s::text[], %s::text[], %s::integer[], %s::text[])"
+    " ON CONFLICT DO NOTHING"
+)
+WRITE_ENDINGS = (
+    f"WITH events AS ({INSERT_EVENTS}),"
+    " ended AS (SELECT * FROM unnest(%s::text[], %s::text[], %s::text[],"
+    " %s::double precision[], %s::text[], %s::text[], %s::text[])"
+    " AS e(thread_id, run_id, status, finished_at, error_code, error_message, owner)),"
+    " runs AS (UPDATE agent_runs r SET status=e.status, finished_at=e.finished_at,"
+    " error_code=e.error_code, error_message=e.error_message FROM ended e"
+    " WHERE r.thread_id=e.thread_id AND r.run_id=e.run_id AND r.owner=COALESCE(e.owner, r.owner)),"
+    " leases AS (DELETE FROM agent_thread_leases l USING ended e WHERE l.thread_id=e.thread_id"
+    " AND l.run_id=e.run_id AND l.owner=COALESCE(e.owner, l.owner)),"
+    # one row per thread: an UPDATE ... FROM would take any one of several endings
+    " threads AS (UPDATE agent_threads t SET updated_at=GREATEST(t.updated_at, e.finished_at)"
+    " FROM (SELECT thread_id, max(finished_at) AS finished_at FROM ended GROUP BY thread_id) e"
+    " WHERE t.thread_id=e.thread_id)"
+    " SELECT 1"
+)
 # The second key keeps these locks apart from any other user of one-key advisory locks.
 LOCK_THREAD = "SELECT pg_advisory_xact_lock(hashtext(%s), 7)"
 
@@ -97,6 +121,12 @@ LOCK_THREAD = "SELECT pg_advisory_xact_lock(hashtext(%s), 7)"
 def _pg(sql: str) -> str:
     """`sql` with psycopg's placeholders (the shared queries have no literal `?` or `%`)."""
     return sql.replace("?", "%s")
+
+
+def _script(*steps: Step) -> tuple[str, tuple[Any, ...]]:
+    """`steps` as one query string (several statements, one round trip) and its parameters."""
+    sql = "; ".join(_pg(statement) if params else statement for statement, params in steps)
+    return sql, tuple(value for _, params in steps for value in params)
 
 
 def _statements(script: str) -> list[str]:
@@ -158,6 +188,31 @@ class PostgresRunStore(SqlRunStore):
         if row is None or row[0]:
             raise StorageUnavailable("database_read_only", READ_ONLY)
 
+    async def write(
+        self, events: Iterable[tuple[str, str, int, str]], endings: Iterable[Ending] = ()
+    ) -> None:
+        rows, ends = list(events), list(endings)
+        if not rows and not ends:
+            return
+        params: list[list[Any]] = (
+            [list(column) for column in zip(*rows, strict=True)] if rows else [[], [], [], []]
+        )
+        if ends:
+            params += [
+                [end.thread_id for end in ends],
+                [end.run_id for end in ends],
+                [end.status for end in ends],
+                [end.finished_at for end in ends],
+                [end.error.code if end.error else None for end in ends],
+                [storable(end.error.message) if end.error else None for end in ends],
+                [end.owner for end in ends],
+            ]
+        await asyncio.shield(self._execute(WRITE_ENDINGS if ends else INSERT_EVENTS, params))
+
+    async def _execute(self, sql: str, params: Sequence[Any]) -> None:
+        async with self._pool.connection() as conn:  # autocommit: the statement's own transaction
+            await conn.execute(sql, params)
+
     async def _transaction(self, steps: Sequence[Step], *, fetch: bool = False) -> Any:
         # Shielded: the transaction completes even when the awaiting task is cancelled,
         # as the SQLite store's thread completes it.
@@ -184,16 +239,23 @@ class PostgresRunStore(SqlRunStore):
         await asyncio.shield(self._run_decision(thread_id, reads, decide))
 
     async def _run_decision(self, thread_id: str, reads: Sequence[Step], decide: Decision) -> None:
-        async with self._pool.connection() as conn, conn.transaction():
-            cursor = conn.cursor(row_factory=tuple_row)
-            # Held to the transaction's end: one decision per thread at a time, database-wide.
-            await cursor.execute(LOCK_THREAD, (thread_id,))
-            rows: list[list[Sequence[Any]]] = []
-            for sql, params in reads:
-                await cursor.execute(_pg(sql), params)
-                rows.append(list(await cursor.fetchall()))
-            for sql, params in decide(rows):
-                await cursor.execute(_pg(sql), params)
+        # Two round trips, however many statements: the reads after the lock in one
+        # query string, then the writes and the commit in another (parameters bound
+        # here). Each statement still reads what was committed before it: the lock's
+        # holder's writes included.
+        async with self._pool.connection() as conn:
+            cursor = AsyncClientCursor(conn, row_factory=tuple_row)
+            try:
+                # Held to the transaction's end: one decision per thread at a time, database-wide.
+                await cursor.execute(*_script(("BEGIN", ()), (LOCK_THREAD, (thread_id,)), *reads))
+                rows: list[list[Sequence[Any]]] = []
+                cursor.nextset()  # past BEGIN
+                while cursor.nextset():
+                    rows.append(list(await cursor.fetchall()))
+                await cursor.execute(*_script(*decide(rows), ("COMMIT", ())))
+            except BaseException:
+                await conn.rollback()
+                raise
 
     async def _read(self, sql: str, params: tuple[Any, ...]) -> list[Sequence[Any]]:
         async with self._pool.connection() as conn:

@@ -203,6 +203,37 @@ async def test_an_ending_records_status_time_and_error_and_moves_its_thread_to_t
     ]
 
 
+async def test_one_write_records_several_endings_and_their_events_at_once(
+    store: RunStore,
+) -> None:
+    for run_id in ("r1", "r2"):
+        await store.create(stored("t1", run_id, at=T0))
+    await store.create(stored("t2", "r1", at=T0 + 1))
+    await store.write([("t1", "r1", 1, "{}")])
+
+    await store.write(
+        [("t1", "r1", 2, '{"n":2}'), ("t1", "r2", 1, '{"n":1}'), ("t2", "r1", 1, "{}")],
+        [
+            ending("t1", "r2", T0 + 7),
+            ending("t1", "r1", T0 + 5, "cancelled", RunError(code="cancelled", message="停")),
+            ending("t2", "r1", T0 + 6),
+        ],
+    )
+
+    statuses = [(r.run_id, r.status, r.finished_at) for r in await store.of_thread("t1")]
+    assert sorted(statuses) == [
+        ("r1", "cancelled", T0 + 5),
+        ("r2", "success", T0 + 7),
+    ]
+    assert await store.events("t1", "r1") == [(1, "{}"), (2, '{"n":2}')]
+    assert await store.events("t1", "r2") == [(1, '{"n":1}')]
+    # The thread's activity is its latest ending, whichever came first in the batch.
+    assert [(s.thread_id, s.updated_at) for s in await store.threads(None, 10)] == [
+        ("t1", T0 + 7),
+        ("t2", T0 + 6),
+    ]
+
+
 async def test_expire_drops_only_the_logs_of_runs_finished_before_the_cut_off(
     store: RunStore,
 ) -> None:
