@@ -16,6 +16,7 @@ run store (`app.core.runs.RunStore`) on the same database:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -103,7 +104,12 @@ async def _open_postgres(db: PostgresDb, pool_size: int, prepare: bool) -> Async
         await PostgresRunStore(pool).setup()
 
     async with open_pool(db, size=pool_size, prepare=prepare, current=current, setup=setup) as pool:
-        yield Storage(AsyncPostgresSaver(pool), PostgresRunStore(pool))
+        saver = AsyncPostgresSaver(pool)
+        # Its lock guards one shared connection; on a pool it only makes every checkpoint
+        # read and write of the process wait for the one before (langgraph issue 7259),
+        # a run's write of a step's tasks for the checkpoint before it included.
+        saver.lock = asyncio.Semaphore(pool_size)  # type: ignore[assignment]
+        yield Storage(saver, PostgresRunStore(pool))
 
 
 async def end_cut_write(saver: BaseCheckpointSaver) -> None:
