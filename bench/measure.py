@@ -247,7 +247,7 @@ async def soak(
                 async with client.stream("POST", url, json=body, headers=headers) as response:
                     if response.status_code != 200:
                         raise Malformed(f"HTTP {response.status_code}")
-                    run = await read_agui_stream(response, started)
+                    run = await read_agui_stream(response.aiter_lines(), started)
                 check_agui_run(run, answer)
         except Malformed as exc:
             return Session(time.perf_counter() - started, str(exc), malformed=True)

@@ -577,8 +577,8 @@ def _workers_table(results: dict[str, Any]) -> list[str]:
     cores = _get(results, "meta", "machine", "cores")
     lines += [
         f"Fresh `react-agent serve --workers 1` and `--workers {workers}` (SQLite, one file), "
-        f"`{FLOOR}` beside them: batches of {phase['batch_runs']} runs (AG-UI and plain JSON, "
-        "a new connection each, for the servers) by "
+        f"`{FLOOR}` beside them: batches of {phase['batch_runs']} runs (AG-UI and plain JSON "
+        "for the servers, sent by the lean client `bench.wire`, a new connection each) by "
         f"{clients} clients at {phase['latency_ms']:g} ms model latency, "
         "interleaved, the order rotated "
         f"every round; the median round counts. The {cores} cores are shared with the load "

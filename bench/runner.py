@@ -59,6 +59,8 @@ from bench.targets import (
     PeerStream,
     PeerWait,
     Target,
+    WireAgui,
+    WireChat,
     on_workers,
 )
 
@@ -697,24 +699,19 @@ async def workers_phase(shared: Stack, floor: Target, results: dict[str, Any]) -
         return
     await shared.set_latency(plan.workers_latency_ms, plan.token_delay_for(plan.workers_latency_ms))
     started: list[Server] = []
-    # A connection per run: a pool of kept-alive connections is split among the workers
-    # once, however unevenly, and stays so; a new connection goes to whichever worker
-    # accepts it first, the less busy one.
-    fresh = httpx.AsyncClient(
-        limits=httpx.Limits(max_keepalive_connections=0),
-        timeout=shared.client.timeout,
-        trust_env=False,
-    )
     try:
         targets: list[Target] = [floor]
         for workers in (1, plan.serve_workers):
             server = shared.start_ours(workers=workers)
             started.append(server)
             await shared.wait_workers(server, workers)
-            targets.append(on_workers(OursAgui(shared.answer, fresh, server), workers))
-            # Plain JSON too: its client costs a quarter of an SSE reader's, so the shared
-            # cores cap it later.
-            targets.append(on_workers(OursChat(shared.answer, fresh, server), workers))
+            # A connection per run (`bench.wire`): kept-alive connections are split among
+            # the workers once, however unevenly, and stay so; a new one goes to whichever
+            # worker accepts it first, the less busy one. And a lean client: the servers
+            # use every core here, so the load generator's CPU is taken from them.
+            targets.append(on_workers(WireAgui(shared.answer, server), workers))
+            # Plain JSON too: its client costs a third of an SSE reader's.
+            targets.append(on_workers(WireChat(shared.answer, server), workers))
         phase["machine_speedup"] = round(
             await asyncio.to_thread(parallel_speedup, plan.serve_workers), 3
         )
@@ -735,7 +732,6 @@ async def workers_phase(shared: Stack, floor: Target, results: dict[str, Any]) -
             if target.server is not None
         }
     finally:
-        await fresh.aclose()
         for server in started:
             await shared.stop(server)
 

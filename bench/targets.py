@@ -15,6 +15,7 @@ import asyncio
 import time
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StreamMode
 
+from bench import wire
 from bench.fake_model import TOOL_ARGS, TOOL_NAME
 from bench.graph import TOOL_RESULT
 from bench.procs import Server
@@ -229,14 +231,16 @@ class AguiRun:
     ttft_s: float | None
 
 
-async def read_agui_stream(response: httpx.Response, started: float) -> AguiRun:
+async def read_agui_stream(
+    lines: AsyncIterator[str] | AsyncIterator[bytes], started: float
+) -> AguiRun:
     """Parse every `data:` line of an AG-UI SSE stream (each must be a JSON event)."""
     types: list[str] = []
     text: list[str] = []
     results: list[str] = []
     ttft: float | None = None
-    async for line in response.aiter_lines():
-        if not line.startswith("data:"):
+    async for line in lines:
+        if line[:5] not in ("data:", b"data:"):
             continue  # blank separators and `: ping` keep-alive comments
         try:
             event = orjson.loads(line[5:])
@@ -282,7 +286,7 @@ class OursAgui(HttpTarget):
             if response.status_code != 200:
                 detail = (await response.aread())[:200].decode(errors="replace")
                 raise Malformed(BAD_STATUS.format(status=response.status_code, body=detail))
-            run = await read_agui_stream(response, started)
+            run = await read_agui_stream(response.aiter_lines(), started)
         check_agui_run(run, self.answer)
         return run.ttft_s
 
@@ -396,6 +400,47 @@ class PeerStream(HttpTarget):
                             text.append(content)
         self._check("".join(text))
         return ttft
+
+
+class WireAgui(OursAgui):
+    """`ours/agui` through the lean client (`bench.wire`), a new connection per run."""
+
+    def __init__(self, answer: str, server: Server) -> None:
+        Target.__init__(self, answer)
+        self.server = server
+        self.base = server.url
+
+    async def _run(self, started: float) -> float | None:
+        url = f"{self.base}/api/agents/{GRAPH_ID}"
+        body = orjson.dumps(agui_input(uuid.uuid4().hex))
+        async with wire.post(url, body, accept="text/event-stream") as response:
+            if response.status != 200:
+                detail = (await response.read())[:200].decode(errors="replace")
+                raise Malformed(BAD_STATUS.format(status=response.status, body=detail))
+            run = await read_agui_stream(response.lines(), started)
+        check_agui_run(run, self.answer)
+        return run.ttft_s
+
+
+class WireChat(OursChat):
+    """`ours/chat` through the lean client, a new connection per run."""
+
+    def __init__(self, answer: str, server: Server) -> None:
+        Target.__init__(self, answer)
+        self.server = server
+        self.base = server.url
+
+    async def _run(self, started: float) -> float | None:
+        body = orjson.dumps({"graph": GRAPH_ID, "message": PROMPT})
+        async with wire.post(f"{self.base}/api/chat", body) as response:
+            content = await response.read()
+        if response.status != 200:
+            raise Malformed(BAD_STATUS.format(status=response.status, body=content[:200]))
+        reply = orjson.loads(content)
+        if reply.get("status") != "done":
+            raise Malformed(BAD_STATUS.format(status=200, body=content[:200]))
+        self._check(str(reply["messages"][-1].get("content")))
+        return None
 
 
 def on_workers(target: HttpTarget, workers: int) -> HttpTarget:

@@ -75,6 +75,17 @@ def test_a_minimal_run_prints_the_targets_table_and_keeps_well_formed_raw_json(
     [pair] = results["metrics_cost"]["latencies"]["0"]["pairs"]
     assert pair["ratio"] > 0 and pair["on"]["errors"] == pair["off"]["errors"] == 0
     assert set(results["rss"]["ours"]) == {"2", "8"}
+    # The workers comparison's runs go through the lean client (bench.wire): all checked.
+    workers = results["workers"]["throughput"]
+    assert set(workers) == {
+        "floor/ainvoke",
+        "ours-w1/agui",
+        "ours-w1/chat",
+        "ours-w2/agui",
+        "ours-w2/chat",
+    }
+    for name, row in workers.items():
+        assert (row["runs"], row["errors"]) == (4, 0), (name, row)
     head = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
     )
