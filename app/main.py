@@ -142,17 +142,18 @@ def _uvicorn_config(
 
 
 def _supervise(config: uvicorn.Config) -> int:
-    """Run `config.workers` worker processes on one socket bound here; the exit status.
+    """Run `config.workers` worker processes on one socket bound here (`app.http.workers`
+    spreads its connections by load); the exit status.
 
     uvicorn's supervisor forwards SIGINT/SIGTERM to every worker and waits for them all.
     """
     from uvicorn.config import STARTUP_FAILURE
-    from uvicorn.supervisors import Multiprocess
+
+    from app.http.workers import supervise
 
     sock = config.bind_socket()
-    supervisor = Multiprocess(config, sockets=[sock])
     try:
-        supervisor.run()
+        supervisor = supervise(config, sock)
     finally:
         sock.close()
     # A worker that failed before serving (its database, say) stopped them all: not clean.
