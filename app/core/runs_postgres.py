@@ -12,6 +12,7 @@ idempotent and runs under the set-up lock (`app.core.postgres.open_pool`).
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any, ClassVar
@@ -90,18 +91,19 @@ CREATE TABLE agent_threads (
 CREATE INDEX agent_threads_updated ON agent_threads (graph, updated_at);
 """
 READ_ONLY = "the database takes no writes (a standby in recovery)"
-# A log write is one statement (one round trip, its own transaction): the events as
-# arrays, and with endings, every table an ending changes in data-modifying CTEs.
+# A log write is one statement (one round trip, its own transaction): the events, and
+# with endings every table an ending changes (in data-modifying CTEs), as one JSON array
+# parameter each, which costs the client a third of typed arrays' CPU.
+EVENT_ROWS = "SELECT e->>0, e->>1, (e->>2)::integer, e->>3 FROM json_array_elements(%s::json) AS e"
 INSERT_EVENTS = (
-    "INSERT INTO agent_run_events (thread_id, run_id, seq, data)"
-    " SELECT * FROM unnest(%s::text[], %s::text[], %s::integer[], %s::text[])"
+    f"INSERT INTO agent_run_events (thread_id, run_id, seq, data) {EVENT_ROWS}"
     " ON CONFLICT DO NOTHING"
 )
 WRITE_ENDINGS = (
     f"WITH events AS ({INSERT_EVENTS}),"
-    " ended AS (SELECT * FROM unnest(%s::text[], %s::text[], %s::text[],"
-    " %s::double precision[], %s::text[], %s::text[], %s::text[])"
-    " AS e(thread_id, run_id, status, finished_at, error_code, error_message, owner)),"
+    " ended AS (SELECT e->>0 AS thread_id, e->>1 AS run_id, e->>2 AS status,"
+    " (e->>3)::double precision AS finished_at, e->>4 AS error_code, e->>5 AS error_message,"
+    " e->>6 AS owner FROM json_array_elements(%s::json) AS e),"
     " runs AS (UPDATE agent_runs r SET status=e.status, finished_at=e.finished_at,"
     " error_code=e.error_code, error_message=e.error_message FROM ended e"
     " WHERE r.thread_id=e.thread_id AND r.run_id=e.run_id AND r.owner=COALESCE(e.owner, r.owner)),"
@@ -194,19 +196,26 @@ class PostgresRunStore(SqlRunStore):
         rows, ends = list(events), list(endings)
         if not rows and not ends:
             return
-        params: list[list[Any]] = (
-            [list(column) for column in zip(*rows, strict=True)] if rows else [[], [], [], []]
-        )
+        # Event data is JSON text (no raw NUL), an ending's message is `storable`.
+        params = [json.dumps(rows, ensure_ascii=False)]
         if ends:
-            params += [
-                [end.thread_id for end in ends],
-                [end.run_id for end in ends],
-                [end.status for end in ends],
-                [end.finished_at for end in ends],
-                [end.error.code if end.error else None for end in ends],
-                [storable(end.error.message) if end.error else None for end in ends],
-                [end.owner for end in ends],
-            ]
+            params.append(
+                json.dumps(
+                    [
+                        (
+                            end.thread_id,
+                            end.run_id,
+                            end.status,
+                            end.finished_at,
+                            end.error.code if end.error else None,
+                            storable(end.error.message) if end.error else None,
+                            end.owner,
+                        )
+                        for end in ends
+                    ],
+                    ensure_ascii=False,
+                )
+            )
         await asyncio.shield(self._execute(WRITE_ENDINGS if ends else INSERT_EVENTS, params))
 
     async def _execute(self, sql: str, params: Sequence[Any]) -> None:
