@@ -1,7 +1,8 @@
 """A run's event log in this process: numbered, written in batches, read once written.
 
 `LiveLog.emit` numbers an event and hands it to the `LogWriter`, which writes whatever
-is pending (of every run) in one transaction, then marks it durable. Readers
+is pending (of every run) in one transaction, at most every few milliseconds, then
+marks it durable. Readers
 (`LiveLog.follow`) only ever see durable events: a crash can lose events that no
 client has seen, never one that a client has, so ids stay unique across a restart.
 Every event has its secrets masked before it is numbered: what the log holds is what
@@ -14,7 +15,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncGenerator
-from contextlib import aclosing
+from contextlib import aclosing, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ from tools.secrets import Redactor
 logger = logging.getLogger(__name__)
 
 BURST_TURNS = 3
+COALESCE_S = 0.004
 TERMINAL = frozenset({EventType.RUN_FINISHED, EventType.RUN_ERROR})
 _TERMINAL_JSON = ('{"type":"RUN_FINISHED"', '{"type":"RUN_ERROR"')
 _event: TypeAdapter[Any] = TypeAdapter(Event)
@@ -156,9 +158,10 @@ def is_terminal(entry: Entry) -> bool:
 
 
 class LogWriter:
-    """Writes every run's pending events in batches: one transaction per turn of its loop.
+    """Writes every run's pending events in batches: one transaction per turn of its loop,
+    at most one per `COALESCE_S` (events that come sooner wait for the next write).
 
-    A run's ending (`end`) goes in the same transaction as its last events.
+    A run's ending (`end`) goes in the same transaction as its last events, at once.
     """
 
     def __init__(self, store: RunStore) -> None:
@@ -166,9 +169,11 @@ class LogWriter:
         self._pending: list[tuple[LiveLog, Entry]] = []
         self._endings: list[tuple[Ending, asyncio.Future[None]]] = []
         self._kick = asyncio.Event()
+        self._ending = asyncio.Event()  # an ending waits: no coalescing then
         self._idle = asyncio.Event()
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
+        self._written_at = 0.0
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="run-log-writer")
@@ -184,6 +189,7 @@ class LogWriter:
         self._endings.append((ending, written))
         self._idle.clear()
         self._kick.set()
+        self._ending.set()
         await written
 
     async def stop(self) -> None:
@@ -201,7 +207,9 @@ class LogWriter:
             # same for a client.
             for _ in range(BURST_TURNS):
                 await asyncio.sleep(0)
+            await self._coalesce()
             self._kick.clear()
+            self._ending.clear()
             batch, self._pending = self._pending, []
             endings, self._endings = self._endings, []
             try:
@@ -219,5 +227,19 @@ class LogWriter:
             for _, written in endings:
                 if not written.done():
                     written.set_result(None)
+            self._written_at = asyncio.get_running_loop().time()
             if not self._pending and not self._endings:
                 self._idle.set()
+
+    async def _coalesce(self) -> None:
+        """Until `COALESCE_S` after the last write, or an ending comes.
+
+        Tokens a model streams fast (or many runs at once) would each cost a transaction
+        and a socket write to every client: one write for all of them costs less, and a
+        few milliseconds are not seen. A run's end is never held back.
+        """
+        wait = self._written_at + COALESCE_S - asyncio.get_running_loop().time()
+        if wait > 0 and not self._endings:
+            with suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    await self._ending.wait()
