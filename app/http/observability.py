@@ -27,7 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.core.errors import NotFound
 from app.core.metrics import CONTENT_TYPE, Metrics
 from app.http.openapi import KeyDocs, errors
-from app.http.routes import require_key, service
+from app.http.routes import require_key, service_of
 
 if TYPE_CHECKING:
     from app.core.tracing import Tracing
@@ -125,7 +125,7 @@ def add_probes(app: FastAPI, *, key: KeyDocs, measured: bool) -> None:
         },
     )
     async def metrics(request: Request) -> Response:
-        measured = service(request).telemetry.metrics
+        measured = service_of(request).telemetry.metrics
         if measured is None:
             raise NotFound("metrics_off", NOT_MEASURED)
         return Response(measured.render(), media_type=CONTENT_TYPE)

@@ -72,15 +72,21 @@ STARTS_RUN = {
 }
 
 
-def service(request: Request) -> AgentService:
-    """The run core the lifespan opened (a dependency of every API route)."""
+def service_of(request: Request) -> AgentService:
+    """The run core the lifespan opened."""
     found: AgentService = request.app.state.service
     return found
 
 
+async def service(request: Request) -> AgentService:
+    """`service_of`, as the dependency of every API route. Async: FastAPI runs a plain
+    function dependency on a worker thread, a thread hop for every request."""
+    return service_of(request)
+
+
 async def require_key(request: Request) -> None:
     """Refuse with 401 unless the bearer key matches AGENT_API_KEY (when one is set)."""
-    key = service(request).settings.agent_api_key
+    key = service_of(request).settings.agent_api_key
     if key is None:
         return
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
