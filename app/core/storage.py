@@ -16,7 +16,6 @@ run store (`app.core.runs.RunStore`) on the same database:
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -84,6 +83,7 @@ async def _open_postgres(db: PostgresDb, pool_size: int, prepare: bool) -> Async
     # Imported here: an SQLite deployment never loads the PostgreSQL stack.
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
+    from app.core.pgsaver import PooledPostgresSaver
     from app.core.postgres import Pool, open_pool
     from app.core.runs_postgres import PostgresRunStore
 
@@ -104,12 +104,7 @@ async def _open_postgres(db: PostgresDb, pool_size: int, prepare: bool) -> Async
         await PostgresRunStore(pool).setup()
 
     async with open_pool(db, size=pool_size, prepare=prepare, current=current, setup=setup) as pool:
-        saver = AsyncPostgresSaver(pool)
-        # Its lock guards one shared connection; on a pool it only makes every checkpoint
-        # read and write of the process wait for the one before (langgraph issue 7259),
-        # a run's write of a step's tasks for the checkpoint before it included.
-        saver.lock = asyncio.Semaphore(pool_size)  # type: ignore[assignment]
-        yield Storage(saver, PostgresRunStore(pool))
+        yield Storage(PooledPostgresSaver(pool, size=pool_size), PostgresRunStore(pool))
 
 
 async def end_cut_write(saver: BaseCheckpointSaver) -> None:
