@@ -167,9 +167,12 @@ def test_a_running_and_a_queued_run_and_their_streams_show_in_the_gauges_until_t
     reader = threading.Thread(target=lambda: followed.append(follower.run("weather", second)))
     reader.start()
     try:
+        # The queued run shows once admitted, its stream a moment later: wait for both.
         both = poll(
             lambda: gauges(api),
-            lambda g: g["agent_runs_active"].get(QUEUED) == 1,
+            lambda g: (
+                g["agent_runs_active"].get(QUEUED) == 1 and g["agent_sse_clients"].get(()) == 1
+            ),
         )
         cancelled = api.http.post(f"/api/threads/{thread_id}/runs/{first['runId']}/cancel")
         reader.join(timeout=30)
