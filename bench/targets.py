@@ -402,13 +402,17 @@ class PeerStream(HttpTarget):
         return ttft
 
 
-class WireAgui(OursAgui):
-    """`ours/agui` through the lean client (`bench.wire`), a new connection per run."""
+class OnWire(Target):
+    """A target of a server this benchmark started, reached through `bench.wire`."""
 
     def __init__(self, answer: str, server: Server) -> None:
-        Target.__init__(self, answer)
+        Target.__init__(self, answer)  # not HttpTarget's: there is no httpx client
         self.server = server
         self.base = server.url
+
+
+class WireAgui(OnWire, OursAgui):
+    """`ours/agui` through the lean client (`bench.wire`), a new connection per run."""
 
     async def _run(self, started: float) -> float | None:
         url = f"{self.base}/api/agents/{GRAPH_ID}"
@@ -422,13 +426,8 @@ class WireAgui(OursAgui):
         return run.ttft_s
 
 
-class WireChat(OursChat):
+class WireChat(OnWire, OursChat):
     """`ours/chat` through the lean client, a new connection per run."""
-
-    def __init__(self, answer: str, server: Server) -> None:
-        Target.__init__(self, answer)
-        self.server = server
-        self.base = server.url
 
     async def _run(self, started: float) -> float | None:
         body = orjson.dumps({"graph": GRAPH_ID, "message": PROMPT})
