@@ -68,9 +68,7 @@ class Board:
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: the pid was reused
+    except (ProcessLookupError, PermissionError):  # gone, or its pid reused by another user
         return False
     return True
 
