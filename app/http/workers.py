@@ -120,10 +120,14 @@ class BalancedServer(uvicorn.Server):
                 logger.exception("could not accept a connection")
                 await asyncio.sleep(ACCEPT_RETRY_S)  # what failed may free up: retry
                 continue
-            conn.setblocking(False)
-            # What uvicorn's own listener does: small SSE writes go out at once.
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            await loop.connect_accepted_socket(protocol, conn)
+            try:
+                conn.setblocking(False)
+                # What uvicorn's own listener does: small SSE writes go out at once.
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                await loop.connect_accepted_socket(protocol, conn)
+            except OSError:  # the client left already: this connection only, not the loop
+                logger.debug("a connection closed as it was accepted", exc_info=True)
+                conn.close()
             self._board.publish(self._slot, len(self.server_state.connections))
 
 
