@@ -3,7 +3,8 @@
 Virtual cores share execution units and caches: two processes of pure arithmetic do
 not run twice as fast as one. `parallel_speedup(n)` is that ratio, the ceiling of what
 n worker processes of any server can gain here, before the load generator and the fake
-model take their share of the same cores.
+model take their share of the same cores. `loop_ns()` is one core's speed at the same
+loop, so that runs on different machines (or one machine on a slower day) can be told apart.
 """
 
 from __future__ import annotations
@@ -20,6 +21,12 @@ def _spin(iterations: int) -> float:
     for i in range(iterations):
         total += i * i
     return time.perf_counter() - began
+
+
+def loop_ns(rounds: int = 3) -> float:
+    """Nanoseconds per iteration of the spinning loop in this process (median of rounds)."""
+    times = sorted(_spin(SPIN) for _ in range(rounds))
+    return round(times[len(times) // 2] / SPIN * 1e9, 1)
 
 
 def parallel_speedup(processes: int, rounds: int = 5) -> float:

@@ -669,6 +669,8 @@ def render(results: dict[str, Any]) -> str:
         f"duration: {meta.get('duration_s', '-')} s",
         f"- machine: {m['cpu']}, {m['cores']} cores, Linux {m['kernel']}, Python {m['python']}; "
         f"load average at start {m['loadavg']}, at end {meta.get('loadavg_end', '-')}",
+        f"- one core's speed: {m.get('loop_ns', '-')} ns per iteration of `bench/cores.py`'s "
+        "loop (lower is faster); CPU-bound figures scale with it, waits on I/O do not",
         "- the load generator (this process: httpx client, and the in-process floor) and the "
         "fake model share the same cores as the servers; only ratios within one run count",
     ]

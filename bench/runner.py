@@ -39,7 +39,7 @@ import psycopg
 from app.core.storage import open_checkpointer
 from app.settings import get_settings
 from bench import baseline, postgres
-from bench.cores import parallel_speedup
+from bench.cores import loop_ns, parallel_speedup
 from bench.fake_model import answer_text
 from bench.graph import make_graph
 from bench.measure import Batch, combine, sequential, soak, throughput
@@ -112,7 +112,7 @@ def free_port() -> int:
 
 
 def machine() -> dict[str, Any]:
-    """CPU model, cores, kernel, Python and the load when asked."""
+    """CPU model, cores, kernel, Python, one core's loop speed and the load when asked."""
     cpu = platform.processor() or "unknown"
     with contextlib.suppress(OSError), open("/proc/cpuinfo") as info:
         for line in info:
@@ -124,6 +124,7 @@ def machine() -> dict[str, Any]:
         "cores": os.cpu_count(),
         "kernel": platform.release(),
         "python": platform.python_version(),
+        "loop_ns": loop_ns(),
         "loadavg": [round(x, 2) for x in os.getloadavg()],
     }
 

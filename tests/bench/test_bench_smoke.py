@@ -62,6 +62,7 @@ def test_a_minimal_run_prints_the_targets_table_and_keeps_well_formed_raw_json(
 
     [raw_file] = raw_dir.glob("*.json")
     results = json.loads(raw_file.read_text())
+    assert results["meta"]["machine"]["loop_ns"] > 0
     sequential = results["latencies"]["0"]["sequential"]
     assert set(sequential) == set(TARGETS)
     for name, row in sequential.items():
