@@ -127,6 +127,10 @@ class Ending:
 
 
 Strategy = Literal["reject", "enqueue", "interrupt", "rollback"]
+# A new run's state is read before its admission, and a run of the thread that ends
+# (in another process) in between leaves it stale. Ends this long before the new run's
+# creation count too: the two times come from the clocks of different machines.
+ENDED_WHILE_CHECKED_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,13 +140,16 @@ class Admission:
     `outcome`: `created` (with `status` `running`, the thread leased to it, or `queued`
     behind `ahead`), `exists` (the thread has used the run id) or `busy` (`reject` and
     `ahead` are active). `ahead`: the thread's active run ids then, oldest first;
-    `rollback_from`: the running one a `rollback` undoes.
+    `rollback_from`: the running one a `rollback` undoes. `stale`: a `running` run
+    whose thread saw another run end since (or up to `ENDED_WHILE_CHECKED_S` before)
+    it was created, so the state it was checked against may predate that run's end.
     """
 
     outcome: Literal["created", "exists", "busy"]
     status: RunStatus | None
     ahead: tuple[str, ...]
     rollback_from: str | None = None
+    stale: bool = False
 
 
 class StoredRun(BaseModel):
@@ -244,7 +251,7 @@ class RunStore(Protocol):
         The thread's active runs decide: none -> `running` and the thread leased to it
         for `ttl_s`; some -> `busy` for `reject`, else `queued` behind them (`interrupt`
         and `rollback` ask them to stop; `rollback` notes the running one it undoes).
-        `stored.record.status` is ignored.
+        `stored.record.status` is ignored; `created_at` tells whether it is `stale`.
         """
 
     async def claim_turn(self, thread_id: str, run_id: str, owner: str, ttl_s: float) -> bool:

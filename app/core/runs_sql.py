@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
 from app.core.runs import (
+    ACTIVE,
+    ENDED_WHILE_CHECKED_S,
     Admission,
     Ending,
     RunError,
@@ -339,7 +341,8 @@ class SqlRunStore(ABC):
         decided: list[Admission] = []
 
         def decide(rows: list[list[Sequence[Any]]]) -> Sequence[Step]:
-            active, used = rows
+            recent, used = rows
+            active = [row for row in recent if row[1] in ACTIVE]
             ahead = tuple(str(row[0]) for row in active)
             if used:
                 decided.append(Admission("exists", None, ahead))
@@ -350,7 +353,9 @@ class SqlRunStore(ABC):
             status: RunStatus = "queued" if ahead else "running"
             running = next((str(row[0]) for row in active if row[1] == "running"), None)
             undone = running if strategy == "rollback" else None
-            decided.append(Admission("created", status, ahead, undone))
+            # A queued run reads its state at its turn anyway.
+            stale = not ahead and len(recent) > len(active)
+            decided.append(Admission("created", status, ahead, undone, stale))
             title = default_title(stored.request.get("messages") or ())
             steps: list[Step] = [
                 (
@@ -382,9 +387,9 @@ class SqlRunStore(ABC):
             thread_id,
             (
                 (
-                    f"SELECT run_id, status FROM agent_runs WHERE thread_id=? AND {ACTIVE_SQL}"
-                    " ORDER BY rowid",
-                    (thread_id,),
+                    "SELECT run_id, status FROM agent_runs WHERE thread_id=?"
+                    f" AND ({ACTIVE_SQL} OR finished_at>=?) ORDER BY rowid",
+                    (thread_id, record.created_at - ENDED_WHILE_CHECKED_S),
                 ),
                 ("SELECT 1 FROM agent_runs WHERE thread_id=? AND run_id=?", (thread_id, run_id)),
             ),

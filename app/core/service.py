@@ -355,9 +355,8 @@ class AgentService:
                 run.rollback_id = admission.rollback_from
             for earlier in ahead:
                 earlier.cancel()
-        run.task = asyncio.create_task(
-            self._execute(run, graph, None if queued else prepared), name=f"run {run_id}"
-        )
+        ready = None if queued or admission.stale else prepared  # None: prepared at its start
+        run.task = asyncio.create_task(self._execute(run, graph, ready), name=f"run {run_id}")
         return run
 
     async def _settle(self, thread_id: str) -> None:
@@ -401,7 +400,7 @@ class AgentService:
         try:
             fork: str | None = None
             if prepared is None:
-                prepared, fork = await self._start_queued(run, graph)
+                prepared, fork = await self._begin(run, graph)
             run.prepared = prepared
             run.entered_graph = True
             watch.entered(None if resumed else run.request.get("resume"))
@@ -445,18 +444,20 @@ class AgentService:
         watch.finish(status, error.code if error is not None else None)
         await self._finish(run, status, error)
 
-    async def _start_queued(
-        self, run: Run, graph: CompiledStateGraph
-    ) -> tuple[PreparedRun, str | None]:
-        """Wait for the thread, then prepare from the state then (or a rollback's).
+    async def _begin(self, run: Run, graph: CompiledStateGraph) -> tuple[PreparedRun, str | None]:
+        """Wait for the thread unless leased, then prepare from the state then (or a
+        rollback's): a queued run, or one admitted `stale`.
 
         The turn is the database's admission order, which runs of this process may
         have reached in another order than they started: waiting here for the runs
         started earlier could wait for a run that waits for this one.
         """
-        while not await self.store.claim_turn(run.thread_id, run.run_id, self.owner, self.lease_s):
-            await self._wait_freed()  # a run here or in another process holds the thread
-        run.leased_at = time.monotonic()
+        if run.leased_at is None:
+            while not await self.store.claim_turn(
+                run.thread_id, run.run_id, self.owner, self.lease_s
+            ):
+                await self._wait_freed()  # a run here or in another process holds the thread
+            run.leased_at = time.monotonic()
         fork: str | None = None
         source = run.rollback_from
         rolled_back = source is not None and source.entered_graph

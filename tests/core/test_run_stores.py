@@ -449,6 +449,24 @@ async def test_a_queued_run_gets_its_turn_once_it_is_the_oldest_and_nothing_runs
     assert run is not None and (run.record.status, run.owner) == ("running", "host:2")
 
 
+async def test_a_run_created_before_another_of_its_thread_ended_is_admitted_stale(
+    store: RunStore,
+) -> None:
+    await admit(store, stored("t1", "r1", owner="host:1"))
+    await store.write([], [Ending("t1", "r1", "interrupted", T0 + 1, None, "host:1")])
+
+    # r2's state was read before r1 ended (in another process): it must be read again.
+    overlapping = await admit(store, stored("t1", "r2", at=T0 + 0.5))
+    queued = await admit(store, stored("t1", "r3", at=T0 + 0.5))  # reads it at its turn
+    await store.write([], [Ending("t1", "r2", "success", T0 + 2, None, "host:1")])
+    await store.write([], [Ending("t1", "r3", "success", T0 + 3, None, "host:1")])
+    later = await admit(store, stored("t1", "r4", at=T0 + HOUR))
+
+    assert overlapping == Admission("created", "running", (), stale=True)
+    assert queued == Admission("created", "queued", ("r2",))
+    assert later == Admission("created", "running", ())
+
+
 async def test_concurrent_admissions_with_reject_admit_exactly_one_run(store: RunStore) -> None:
     admissions = [
         admit(store, stored("t1", f"r{n}", owner=f"host:{n}"), "reject") for n in range(8)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from ag_ui.core import RunErrorEvent, RunFinishedEvent, UserMessage
@@ -17,11 +18,11 @@ from langchain_core.messages import AIMessage
 
 from app.core.errors import Unavailable
 from app.core.prepare import CALL_INTERRUPTED
-from app.core.runs import Ending, RunError
+from app.core.runs import Admission, Ending, RunError
 from app.core.service import open_service
 from app.core.threads import run_config
 from app.settings import Settings
-from tests.doubles.llm import ScriptedLLM, hang, text, tool_call
+from tests.doubles.llm import ScriptedLLM, call, hang, text, tool_call, tool_calls
 from tests.doubles.open_meteo import FakeOpenMeteo
 
 
@@ -148,6 +149,47 @@ async def test_a_call_left_by_a_run_that_ended_unexpectedly_is_not_blamed_on_the
     [tool] = [m for m in llm.last_request["messages"] if m["role"] == "tool"]
     assert tool["content"] == CALL_INTERRUPTED
     assert "用户" not in tool["content"]
+
+
+async def test_a_message_checked_before_another_process_s_run_stopped_at_a_question_is_refused(
+    llm: ScriptedLLM,
+) -> None:
+    # Two processes on one database (two services here). B reads the thread's state for
+    # a new message while A's run streams; A's run then stops at a question and ends
+    # before B's admission. B must not run past the question on what it read.
+    llm.script(
+        tool_calls([call("ask_input", {"message": "哪个城市？"})], chunk_size=1, delay_s=0.02)
+    )
+    settings = Settings()
+    async with (
+        open_service(settings, only="weather") as a,
+        open_service(settings, only="weather") as b,
+    ):
+        first = await a.start_run("weather", thread_id="t6", run_id="r1", messages=_message("天气"))
+        async for event in first.events():
+            if event.type == "TOOL_CALL_START":
+                break  # r1 is asking the model: no question in the thread yet
+        admit = b.store.admit
+
+        async def admit_once_r1_ended(*args: Any, **kwargs: Any) -> Admission:
+            async with asyncio.timeout(10):
+                async for _ in first.events():
+                    pass  # to r1's last event: its end is recorded by then
+            assert (await a.run_record("t6", "r1")).status == "interrupted"
+            return await admit(*args, **kwargs)
+
+        b.store.admit = admit_once_r1_ended  # type: ignore[method-assign]
+        second = await b.start_run(
+            "weather", thread_id="t6", run_id="r2", messages=_message("算了")
+        )
+        result = await second.result()
+        r1 = await b.run_record("t6", "r1")
+        view = await b.thread("t6")
+
+    assert r1.status == "interrupted"
+    assert result.error is not None and result.error.code == "awaiting_answers"
+    assert [i.message for i in view.interrupts] == ["哪个城市？"]
+    assert len(llm.requests) == 1  # r2 never reached the model
 
 
 async def _until(check: Callable[[], object]) -> None:
