@@ -353,8 +353,9 @@ class SqlRunStore(ABC):
             status: RunStatus = "queued" if ahead else "running"
             running = next((str(row[0]) for row in active if row[1] == "running"), None)
             undone = running if strategy == "rollback" else None
-            # A queued run reads its state at its turn anyway.
-            stale = not ahead and len(recent) > len(active)
+            # Nothing active: what the read found ended lately. (A queued run reads its
+            # state at its turn anyway.)
+            stale = not ahead and bool(recent)
             decided.append(Admission("created", status, ahead, undone, stale))
             title = default_title(stored.request.get("messages") or ())
             steps: list[Step] = [
