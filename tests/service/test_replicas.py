@@ -115,7 +115,7 @@ def test_twenty_runs_at_one_thread_through_three_replicas_run_one_and_refuse_the
 ) -> None:
     thread_id = _thread()
     # Slow enough that every other request arrives while it runs.
-    llm.fallback = lambda body: text("好的，马上查。", chunk_size=1, delay_s=0.4)
+    llm.fallback = lambda body: text("好的，马上查。", chunk_size=1, delay_s=1.0)
 
     answers = _chat_all(apis, thread_id, "reject")
 
