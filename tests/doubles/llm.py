@@ -69,6 +69,8 @@ class Turn:
     retry_after_s: float | None = None
     should_retry: bool | None = None
     hang_s: float = 0.0
+    # Nothing is sent until `ScriptedLLM.release()` (or this long); then the whole turn.
+    hold_s: float = 0.0
     reasoning: str = ""
     finish_reason: str | None = None
     # --- provider shapes (defaults: OpenAI's own) ------------------------------------
@@ -206,6 +208,11 @@ def hang(seconds: float = 60.0, *, partial: str = "") -> Turn:
     return Turn(content=partial, hang_s=seconds)
 
 
+def held(then: Turn, seconds: float = 60.0) -> Turn:
+    """`then`, answered in full once the test calls `llm.release()` (or after `seconds`)."""
+    return replace(then, hold_s=seconds)
+
+
 def garbage(body: str = "<html><body>502 Bad Gateway</body></html>") -> Turn:
     """A 200 answer with a body that is neither a completion nor an event stream."""
     return Turn(garbage=body)
@@ -321,6 +328,10 @@ class ScriptedLLM(ServedDouble):
             self.fallback = None
         self._server.release_hangs()
 
+    def release(self) -> None:
+        """Let the replies held or hanging now go on (a later one waits again)."""
+        self._server.release_hangs()
+
     @property
     def pending(self) -> int:
         """Scripted turns not consumed yet."""
@@ -389,6 +400,8 @@ class ScriptedLLM(ServedDouble):
         except json.JSONDecodeError:
             return JSONResponse(_error_body("invalid JSON body", "invalid_request_error"), 400)
         turn, n = self._next_turn(body, {k.lower(): v for k, v in request.headers.items()})
+        if turn.hold_s:
+            await self._server.hang(turn.hold_s)
         if turn.requires_reasoning_echo:
             turn = _check_reasoning_echo(turn, body)
         if turn.status != 200:

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from contextlib import ExitStack
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.doubles.llm import ScriptedLLM, hang, text, tool_call
+from tests.doubles.llm import ScriptedLLM, hang, held, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.processes import ServerProcess
 from tests.service.conftest import Api, Backend, answer, run_body, server_env, wait_until
@@ -88,7 +89,9 @@ def test_a_question_asked_on_one_replica_is_answered_on_another_and_read_on_a_th
     ]
 
 
-def _chat_all(apis: list[Api], thread_id: str, strategy: str) -> list[tuple[int, Any]]:
+def _send_all(
+    pool: ThreadPoolExecutor, apis: list[Api], thread_id: str, strategy: str
+) -> list[Future[tuple[int, Any]]]:
     """CONCURRENT chat requests at once, spread over the replicas: (status, body) each."""
 
     def send(index: int) -> tuple[int, Any]:
@@ -106,23 +109,29 @@ def _chat_all(apis: list[Api], thread_id: str, strategy: str) -> list[tuple[int,
         )
         return response.status_code, response.json()
 
-    with ThreadPoolExecutor(CONCURRENT) as pool:
-        return list(pool.map(send, range(CONCURRENT)))
+    return [pool.submit(send, index) for index in range(CONCURRENT)]
 
 
 def test_twenty_runs_at_one_thread_through_three_replicas_run_one_and_refuse_the_rest(
     apis: list[Api], llm: ScriptedLLM
 ) -> None:
     thread_id = _thread()
-    # Slow enough that every other request arrives while it runs.
-    llm.fallback = lambda body: text("好的，马上查。", chunk_size=1, delay_s=1.0)
+    # The admitted run's model answer waits until every other request has its answer,
+    # so each of them reaches admission while that run is active.
+    llm.script(held(text("好的，马上查。")))
 
-    answers = _chat_all(apis, thread_id, "reject")
+    with ThreadPoolExecutor(CONCURRENT) as pool:
+        sent = _send_all(pool, apis, thread_id, "reject")
+        llm.wait_for_requests(1, within_s=60)
+        refused = [future.result() for future in islice(as_completed(sent, 60), CONCURRENT - 1)]
+        llm.release()
+        answers = [future.result(60) for future in sent]
 
-    statuses = sorted(status for status, _ in answers)
-    refusals = {body["code"] for status, body in answers if status == 409}
-    assert statuses == [200] + [409] * (CONCURRENT - 1)
-    assert refusals == {"thread_busy"}
+    assert [status for status, _ in refused] == [409] * (CONCURRENT - 1)
+    assert {body["code"] for _, body in refused} == {"thread_busy"}
+    [(status, done)] = [answer for answer in answers if answer not in refused]
+    assert status == 200
+    assert done["messages"][-1]["content"] == "好的，马上查。"
     assert len(llm.requests) == 1
 
 
@@ -132,7 +141,8 @@ def test_twenty_enqueued_runs_through_three_replicas_all_run_one_after_another_i
     thread_id = _thread()
     llm.fallback = lambda body: text("收到。")
 
-    answers = _chat_all(apis, thread_id, "enqueue")
+    with ThreadPoolExecutor(CONCURRENT) as pool:
+        answers = [future.result() for future in _send_all(pool, apis, thread_id, "enqueue")]
 
     assert [status for status, _ in answers] == [200] * CONCURRENT
     requests = llm.requests

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.doubles.llm import ScriptedLLM, call, hang, text, tool_call, tool_calls
+from tests.doubles.llm import ScriptedLLM, call, hang, held, text, tool_call, tool_calls
 from tests.doubles.open_meteo import HANG_CITY, FakeOpenMeteo
 from tests.processes import ServerProcess
 from tests.service.conftest import Api, Backend, Stream, run_body, server_env, wait_until
@@ -153,7 +153,8 @@ def test_cancel_during_a_slow_tool_call_ends_the_stream_cancelled_and_the_thread
 def test_enqueue_waits_for_the_running_run_then_answers_after_it(
     api: Api, llm: ScriptedLLM, thread_id: str, background: ThreadPoolExecutor
 ) -> None:
-    llm.script(text("第一个回答。", chunk_size=1, delay_s=0.1), text("第二个回答。"))
+    # The first answer waits until the second run is seen queued behind it.
+    llm.script(held(text("第一个回答。", chunk_size=1)), text("第二个回答。"))
     first_body = run_body(thread_id, ("u1", "第一个问题"))
     first: Future[Stream] = background.submit(api.run, "weather", first_body)
     wait_status(api, thread_id, first_body["runId"], "running")
@@ -161,6 +162,8 @@ def test_enqueue_waits_for_the_running_run_then_answers_after_it(
     second: Future[Stream] = background.submit(api.run, "weather", second_body)
 
     queued = wait_status(api, thread_id, second_body["runId"], "queued", "running", "success")
+    llm.wait_for_requests(1)
+    llm.release()
     first_stream, second_stream = first.result(DEADLINE_S), second.result(DEADLINE_S)
 
     assert queued["status"] == "queued"
