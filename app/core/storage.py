@@ -4,8 +4,9 @@
 AGENT_DB (`app.settings.SqliteDb` | `PostgresDb`), and yields the checkpointer and the
 run store (`app.core.runs.RunStore`) on the same database:
 
-- SQLite: an async SQLite saver on the file (WAL mode) and the run store on a connection
-  of its own;
+- SQLite: LangGraph's async SQLite saver on the file (WAL mode), its writes made by
+  `OneHopSqliteSaver` on the process's writer connection (`app.core.sqlite`), which the
+  run store uses too;
 - PostgreSQL: one pool (AGENT_DB_POOL_SIZE connections at most) shared by LangGraph's
   `AsyncPostgresSaver` and the run store; both schemas are set up (when not current
   yet) under a lock, so replicas may start together. A database that cannot be reached
@@ -17,7 +18,7 @@ run store (`app.core.runs.RunStore`) on the same database:
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -27,6 +28,8 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from app.core.runs import RunStore
 from app.core.runs_sqlite import open_sqlite_run_store
+from app.core.sqlite import SqliteConnection, open_sqlite
+from app.core.sqlitesaver import OneHopSqliteSaver
 from app.settings import PostgresDb, Settings, SqliteDb
 
 if TYPE_CHECKING:
@@ -50,27 +53,40 @@ async def open_storage(settings: Settings) -> AsyncIterator[Storage]:
         ):
             yield storage
         return
-    async with open_checkpointer(db) as saver, open_sqlite_run_store(db.path) as runs:
+    async with (
+        open_sqlite(db.path) as writer,
+        open_checkpointer(db, writer=writer) as saver,
+        open_sqlite_run_store(db.path, writer=writer) as runs,
+    ):
         yield Storage(saver, runs)
 
 
 @asynccontextmanager
 async def open_checkpointer(
-    db: Path | SqliteDb | PostgresDb, *, pool_size: int = 10, prepare: bool = True
+    db: Path | SqliteDb | PostgresDb,
+    *,
+    pool_size: int = 10,
+    prepare: bool = True,
+    writer: SqliteConnection | None = None,
 ) -> AsyncIterator[BaseCheckpointSaver]:
-    """A checkpointer alone on `db` (a path is an SQLite file), set up for use."""
+    """A checkpointer on `db` (a path is an SQLite file), set up for use.
+
+    On SQLite it writes through `writer` (one of its own when None).
+    """
     if isinstance(db, PostgresDb):
         async with _open_postgres(db, pool_size, prepare) as storage:
             yield storage.saver
         return
     path = db.path if isinstance(db, SqliteDb) else db
-    path.parent.mkdir(parents=True, exist_ok=True)
-    async with aiosqlite.connect(path) as conn:
+    async with AsyncExitStack() as stack:
+        if writer is None:
+            writer = await stack.enter_async_context(open_sqlite(path))
+        conn = await stack.enter_async_context(aiosqlite.connect(path))
         # WAL lets a reader (another process, a `GET /api/threads`) see a consistent
         # file while a run writes; NORMAL sync is durable across process crashes.
         await conn.execute("PRAGMA journal_mode=WAL")
         await conn.execute("PRAGMA synchronous=NORMAL")
-        saver = AsyncSqliteSaver(conn)
+        saver = OneHopSqliteSaver(conn, writer)
         await saver.setup()
         try:
             yield saver
@@ -108,14 +124,15 @@ async def _open_postgres(db: PostgresDb, pool_size: int, prepare: bool) -> Async
 
 
 async def end_cut_write(saver: BaseCheckpointSaver) -> None:
-    """Roll back a checkpoint write that a cancelled run cut before its commit.
+    """Roll back a checkpoint write that a cancelled caller cut before its commit.
 
-    The SQLite saver commits inside its lock, after its statement: a cancel in between
-    leaves its connection inside a transaction that holds the file's write lock against
-    every other connection (the run store's), even after `close()` if a cut cursor is
-    still referenced. Under the lock, any open transaction is such a cut write. Other
-    savers need nothing: the PostgreSQL one writes in autocommit, and its pool rolls
-    back (or closes) a connection a cancelled statement left busy before reusing it.
+    The SQLite saver's writes that are still LangGraph's own (a thread's deletion) commit
+    inside its lock, after their statements: a cancel in between leaves its connection
+    inside a transaction that holds the file's write lock against every other connection
+    (the writer's), even after `close()` if a cut cursor is still referenced. Under the
+    lock, any open transaction is such a cut write. Other savers need nothing: the
+    PostgreSQL one writes in autocommit, and its pool rolls back (or closes) a
+    connection a cancelled statement left busy before reusing it.
     """
     if isinstance(saver, AsyncSqliteSaver):
         async with saver.lock:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
-from langgraph.checkpoint.base import empty_checkpoint
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, empty_checkpoint
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from pydantic import ValidationError
@@ -18,6 +19,7 @@ from app.core.logs import formatter_for
 from app.core.pgsaver import PooledPostgresSaver
 from app.core.runs_postgres import PostgresRunStore
 from app.core.runs_sqlite import SqliteRunStore
+from app.core.sqlitesaver import OneHopSqliteSaver
 from app.core.storage import open_storage
 from app.settings import PostgresDb, Settings, SqliteDb
 from tests.processes import free_port
@@ -109,41 +111,69 @@ async def test_sqlite_and_postgres_each_open_their_own_saver_and_run_store(
     async with open_storage(Settings(agent_db=postgres_url)) as (saver, runs):
         on_postgres = (type(saver), type(runs))
 
-    assert on_sqlite == (AsyncSqliteSaver, SqliteRunStore)
+    assert on_sqlite == (OneHopSqliteSaver, SqliteRunStore)
+    assert issubclass(OneHopSqliteSaver, AsyncSqliteSaver)
     assert on_postgres == (PooledPostgresSaver, PostgresRunStore)
     assert issubclass(PooledPostgresSaver, AsyncPostgresSaver)
+
+
+MESSAGES = [HumanMessage("北京天气怎么样", id="h1"), AIMessage("晴", id="a1")]
+PENDING = [
+    ("task-1", "messages", [AIMessage("要伞吗", id="a2")]),
+    ("task-1", "step", 4),
+    ("task-2", "__interrupt__", {"q": "哪个城市?"}),  # an interrupt is replaced
+]
+
+
+async def _write_a_step(saver: BaseCheckpointSaver) -> tuple[RunnableConfig, RunnableConfig]:
+    """A first checkpoint, a second with values, and writes against it: (first, second)."""
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"messages": MESSAGES, "step": 3, "branch:to:agent": None}
+    checkpoint["channel_versions"] = {"messages": "00000000000000000000000000000002.5"}
+    config: RunnableConfig = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
+    first = await saver.aput(config, empty_checkpoint(), {"step": -1}, {})
+    saved = await saver.aput(
+        first, checkpoint, {"source": "loop", "step": 0}, {**checkpoint["channel_versions"]}
+    )
+    await saver.aput_writes(
+        saved, [("messages", [AIMessage("要伞吗", id="a2")]), ("step", 4)], "task-1"
+    )
+    await saver.aput_writes(saved, [("__interrupt__", {"q": "城市?"})], "task-2")
+    await saver.aput_writes(saved, [("__interrupt__", {"q": "哪个城市?"})], "task-2")
+    return first, saved
+
+
+def _assert_read_back(read: CheckpointTuple | None, first: RunnableConfig) -> None:
+    assert read is not None and read.parent_config == first
+    assert read.checkpoint["channel_values"]["messages"] == MESSAGES
+    assert read.checkpoint["channel_values"]["step"] == 3
+    assert read.metadata["step"] == 0
+    assert read.pending_writes == PENDING
 
 
 async def test_checkpoints_and_writes_of_the_pooled_saver_read_back_through_langgraphs_own(
     postgres_url: str,
 ) -> None:
-    messages = [HumanMessage("北京天气怎么样", id="h1"), AIMessage("晴", id="a1")]
-    checkpoint = empty_checkpoint()
-    checkpoint["channel_values"] = {"messages": messages, "step": 3, "branch:to:agent": None}
-    checkpoint["channel_versions"] = {"messages": "00000000000000000000000000000002.5"}
-    config = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
     async with open_storage(Settings(agent_db=postgres_url)) as (saver, _):
-        first = await saver.aput(config, empty_checkpoint(), {"step": -1}, {})
-        saved = await saver.aput(
-            first, checkpoint, {"source": "loop", "step": 0}, {**checkpoint["channel_versions"]}
-        )
-        await saver.aput_writes(
-            saved, [("messages", [AIMessage("要伞吗", id="a2")]), ("step", 4)], "task-1"
-        )
-        await saver.aput_writes(saved, [("__interrupt__", {"q": "城市?"})], "task-2")
-        await saver.aput_writes(saved, [("__interrupt__", {"q": "哪个城市?"})], "task-2")
+        first, saved = await _write_a_step(saver)
 
     async with AsyncPostgresSaver.from_conn_string(postgres_url) as plain:
         read = await plain.aget_tuple(saved)
 
-    assert read is not None and read.parent_config == first
-    assert read.checkpoint["channel_values"] == checkpoint["channel_values"]
-    assert read.metadata["step"] == 0
-    assert read.pending_writes == [
-        ("task-1", "messages", [AIMessage("要伞吗", id="a2")]),
-        ("task-1", "step", 4),
-        ("task-2", "__interrupt__", {"q": "哪个城市?"}),  # an interrupt is replaced
-    ]
+    _assert_read_back(read, first)
+
+
+async def test_checkpoints_and_writes_of_the_one_hop_saver_read_back_through_langgraphs_own(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "agent.sqlite"
+    async with open_storage(Settings(agent_db=str(path))) as (saver, _):
+        first, saved = await _write_a_step(saver)
+
+    async with AsyncSqliteSaver.from_conn_string(str(path)) as plain:
+        read = await plain.aget_tuple(saved)
+
+    _assert_read_back(read, first)
 
 
 async def test_a_postgres_server_that_is_not_there_is_named_without_the_password() -> None:
