@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -31,6 +32,8 @@ UNKNOWN_WEATHER = "未知天气"
 GEOCODING_LANGUAGES = ("zh", "en")
 GEOCODING_COUNT = 10
 FORECAST_DAYS = 3
+# Open-Meteo's `current.time`: the place's local time, to the minute (seconds optional).
+LOCAL_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?")
 CURRENT_VARS = (
     "temperature_2m",
     "relative_humidity_2m",
@@ -238,6 +241,8 @@ def forecast_data(place: Mapping[str, Any], forecast: Mapping[str, Any]) -> dict
         "kind": "forecast",
         "location": place_title(place),
         "current": {
+            # The place's local time (Open-Meteo's `timezone=auto`): its "today".
+            "time": _local_time(now.get("time")),
             "temperature": _number(now.get("temperature_2m")),
             "apparentTemperature": _number(now.get("apparent_temperature")),
             "humidity": _number(now.get("relative_humidity_2m")),
@@ -252,6 +257,12 @@ def forecast_data(place: Mapping[str, Any], forecast: Mapping[str, Any]) -> dict
             "windSpeed": str(current_units.get("wind_speed_10m") or "km/h"),
         },
     }
+
+
+def _local_time(value: Any) -> str | None:
+    if not isinstance(value, str) or LOCAL_TIME.fullmatch(value) is None:
+        return None
+    return value
 
 
 def _number(value: Any) -> float | None:

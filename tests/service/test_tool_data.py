@@ -133,6 +133,7 @@ def test_a_weather_call_carries_its_forecast_with_three_days(
     assert data["location"] == "北京（北京市，中国）"
     assert result["content"].startswith(data["location"])
     assert data["current"] == {
+        "time": data["current"]["time"],
         "temperature": now["temperature_2m"],
         "apparentTemperature": now["apparent_temperature"],
         "humidity": now["relative_humidity_2m"],
@@ -141,8 +142,11 @@ def test_a_weather_call_carries_its_forecast_with_three_days(
         "description": data["current"]["description"],
     }
     assert data["current"]["description"] in result["content"]
+    # The place's local time, as the text gives it: its date is the first day's.
+    assert f"当前（{data['current']['time'].replace('T', ' ')}）" in result["content"]
     days = data["days"]
     assert len(days) == 3
+    assert days[0]["date"] == data["current"]["time"][:10]
     assert [d["date"] for d in days] == [d[2:].split("：")[0] for d in _day_lines(result)]
     assert [(d["min"], d["max"], d["precipitation"], d["weatherCode"]) for d in days] == [
         (

@@ -4,6 +4,7 @@ drawn from the data the result carries (`metadata.data`), live and from the hist
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from collections.abc import Callable
@@ -184,6 +185,23 @@ def test_a_result_without_bars_shows_its_text_and_no_chart(chat: Chat, llm: Scri
     expect(card.locator(".tool-preview")).to_contain_text("平安银行")
     card.locator("summary").click()
     expect(card.locator(".tool-pre").last).to_contain_text("平安银行")
+
+
+def test_the_forecast_names_the_place_s_today_whatever_the_browser_s_clock_says(
+    new_chat: Callable[..., Chat], llm: ScriptedLLM
+) -> None:
+    chat = new_chat()
+    # Three days behind: the browser's own "today" is none of the forecast's days.
+    chat.page.clock.set_fixed_time(dt.datetime.now(dt.UTC) - dt.timedelta(days=3))
+    llm.script(tool_call("get_weather", {"location": "北京"}), text("北京今天晴。"))
+    chat.open("weather")
+    chat.send("北京天气")
+    expect(chat.answers.last).to_have_text("北京今天晴。")
+
+    names = chat.tool("get_weather").locator(".chart-forecast .fc-day-name")
+    expect(names).to_have_count(3)
+    expect(names.nth(0)).to_have_text("今天")
+    expect(names.nth(1)).to_have_text("明天")
 
 
 def test_a_weather_answer_draws_the_current_conditions_and_a_three_day_forecast(

@@ -70,19 +70,27 @@ function degrees(value: number | null): string {
   return value === null ? "–" : `${Math.round(value)}°`;
 }
 
-function localToday(offsetDays = 0): string {
+// "Today" is the place's: its local date from the forecast's own time when given (a
+// user in Berlin asking about Beijing after 16:00 UTC sees Beijing's tomorrow as its
+// today), else the browser's.
+function todayOf(placeTime: string | null): string {
+  if (placeTime) return placeTime.slice(0, 10);
   const d = new Date();
-  d.setDate(d.getDate() + offsetDays);
   const pad = (n: number) => String(n).padStart(2, "0");
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
 }
 
-function dayName(date: string): { name: string; short: string } {
+function nextDay(date: string): string {
+  const [y, m, d] = date.split("-").map(Number);
+  return new Date(Date.UTC(y, m - 1, d + 1)).toISOString().slice(0, 10);
+}
+
+function dayName(date: string, today: string): { name: string; short: string } {
   const [y, m, d] = date.split("-").map(Number);
   const when = new Date(y, m - 1, d);
   const short = new Intl.DateTimeFormat(locale, { month: "numeric", day: "numeric" }).format(when);
-  if (date === localToday()) return { name: t.todayShort, short };
-  if (date === localToday(1)) return { name: t.tomorrow, short };
+  if (date === today) return { name: t.todayShort, short };
+  if (date === nextDay(today)) return { name: t.tomorrow, short };
   return { name: new Intl.DateTimeFormat(locale, { weekday: "short" }).format(when), short };
 }
 
@@ -171,8 +179,9 @@ export function renderForecast(data: Forecast): HTMLElement {
             ),
           ),
         );
+  const today = todayOf(current.time);
   const columns = days.map((day) => {
-    const { name, short } = dayName(day.date);
+    const { name, short } = dayName(day.date, today);
     const words = weatherText(day.weatherCode, day.description);
     const rainText = `${t.precipitation} ${day.precipitation ?? "–"} ${units.precipitation}`;
     return h(

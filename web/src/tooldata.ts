@@ -35,6 +35,8 @@ export interface Forecast {
   kind: "forecast";
   location: string;
   current: {
+    // The place's local time of these values (YYYY-MM-DDTHH:MM): its "today".
+    time: string | null;
     temperature: number | null;
     apparentTemperature: number | null;
     humidity: number | null;
@@ -51,6 +53,7 @@ export type ToolData = Bars | Forecast;
 type Obj = Record<string, unknown>;
 
 const DATE = /^\d{4}-\d{2}-\d{2}$/;
+const LOCAL_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?$/;
 const FREQS = new Set(["daily", "weekly", "monthly"]);
 
 function isObj(value: unknown): value is Obj {
@@ -114,6 +117,7 @@ function forecast(data: Obj): Forecast | null {
     kind: "forecast",
     location: str(data.location),
     current: {
+      time: typeof current.time === "string" && LOCAL_TIME.test(current.time) ? current.time : null,
       temperature: num(current.temperature),
       apparentTemperature: num(current.apparentTemperature),
       humidity: num(current.humidity),
