@@ -5,8 +5,9 @@ aiosqlite connection) and has the same tables, rows and conflict rules. Its `apu
 step's checkpoint) and `aput_writes` (a task's writes) run as one transaction on the
 process's writer connection (`app.core.sqlite`) instead of a statement and a commit
 sent one at a time, which held the file's write lock while the event loop came back
-between them: another process's writers slept in SQLite's busy handler meanwhile, and
-under `serve --workers` 2 a quarter of a core went idle (see `bench/RESULTS.md`).
+between them: another process's writers slept in SQLite's busy handler meanwhile. Under
+`serve --workers 2` at full load that left 0.28-0.33 of the 2 cores idle; in one hop,
+0.13-0.16.
 
 Every run writes both at each step, and the last of them delays the run's end.
 """
