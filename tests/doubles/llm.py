@@ -326,7 +326,7 @@ class ScriptedLLM(ServedDouble):
         with self._lock:
             self._state = _State()
             self.fallback = None
-        self._server.release_hangs()
+        self.release()
 
     def release(self) -> None:
         """Let the replies held or hanging now go on (a later one waits again)."""

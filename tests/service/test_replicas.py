@@ -129,7 +129,7 @@ def test_twenty_runs_at_one_thread_through_three_replicas_run_one_and_refuse_the
 
     assert [status for status, _ in refused] == [409] * (CONCURRENT - 1)
     assert {body["code"] for _, body in refused} == {"thread_busy"}
-    [(status, done)] = [answer for answer in answers if answer not in refused]
+    [(status, done)] = [reply for reply in answers if reply not in refused]
     assert status == 200
     assert done["messages"][-1]["content"] == "好的，马上查。"
     assert len(llm.requests) == 1
