@@ -31,6 +31,7 @@ from langgraph.checkpoint.postgres.base import WRITES_IDX_MAP
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from psycopg.types.json import Jsonb
 
+from app.core.firstread import FirstReadReused
 from app.core.postgres import Pool
 
 # The saver's UPSERT_CHECKPOINT_BLOBS_SQL and UPSERT_CHECKPOINTS_SQL in one statement.
@@ -60,7 +61,7 @@ UPSERT_WRITES = _PUT_WRITES.format(
 INSERT_WRITES = _PUT_WRITES.format(action="DO NOTHING")
 
 
-class PooledPostgresSaver(AsyncPostgresSaver):
+class PooledPostgresSaver(FirstReadReused, AsyncPostgresSaver):
     """`AsyncPostgresSaver` on a pool of `size` connections (see the module)."""
 
     def __init__(self, pool: Pool, *, size: int) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ag_ui.core import Message, ResumeEntry, TextPart, UserMessage
@@ -19,6 +19,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, StateSnapshot
 
 from app.core.errors import Conflict, Invalid
+from app.core.firstread import KeptRead, keep
 from app.core.threads import graph_of, run_config
 from graphs.tools_node import tool_reply
 from tools.interrupts import Cancelled, InvalidAnswer, validate_answer
@@ -55,7 +56,8 @@ class PreparedRun:
 
     `known` holds the ids of the messages the thread had before, plus the input's:
     whatever else the thread holds after the run is what the run added. `checkpoint_id`
-    is the checkpoint the run starts from (None: a new thread).
+    is the checkpoint the run starts from (None: a new thread); `read` is the checkpoint
+    as read for the check, for the graph to start from (`app.core.firstread`).
     """
 
     thread_id: str
@@ -63,6 +65,7 @@ class PreparedRun:
     config: RunnableConfig
     known: frozenset[str]
     checkpoint_id: str | None = None
+    read: KeptRead = field(default_factory=KeptRead, compare=False, repr=False)
 
 
 def check_thread_id(thread_id: str) -> str:
@@ -93,7 +96,8 @@ async def prepare_run(
     at = config
     if checkpoint_id is not None:
         at = {**config, "configurable": {**config["configurable"], "checkpoint_id": checkpoint_id}}
-    snapshot = await graph.aget_state(at)
+    with keep(KeptRead()) as read:
+        snapshot = await graph.aget_state(at)
     start = (snapshot.config or {}).get("configurable", {}).get("checkpoint_id")
     owner = graph_of(snapshot)
     if owner is not None and owner != graph_id:
@@ -103,7 +107,7 @@ async def prepare_run(
     seen = {message.id for message in history if message.id}
     if resume:
         command: Command[Any] = Command(resume=_answers(snapshot, thread_id, resume))
-        return PreparedRun(thread_id, command, config, frozenset(seen), start)
+        return PreparedRun(thread_id, command, config, frozenset(seen), start, read)
     if snapshot.interrupts:
         ids = ", ".join(pending.id for pending in snapshot.interrupts)
         raise Conflict("awaiting_answers", AWAITING_ANSWERS.format(thread_id=thread_id, ids=ids))
@@ -120,7 +124,7 @@ async def prepare_run(
         raise Invalid("no_new_message", NO_NEW_MESSAGE)
     added = [*abandoned_calls(history, CALL_INTERRUPTED), *new]
     known = frozenset(seen | {message.id for message in added if message.id})
-    return PreparedRun(thread_id, {"messages": added}, config, known, start)
+    return PreparedRun(thread_id, {"messages": added}, config, known, start, read)
 
 
 def _answers(

@@ -46,6 +46,7 @@ from pydantic import TypeAdapter
 
 from app.core.errors import Conflict, Gone, Invalid, NotFound, ServiceError, Unavailable
 from app.core.events import INTERNAL_ERROR, EventTransformer, close_open, stream_run
+from app.core.firstread import reuse
 from app.core.prepare import (
     CALL_ABANDONED,
     PreparedRun,
@@ -405,6 +406,7 @@ class AgentService:
             run.entered_graph = True
             watch.entered(None if resumed else run.request.get("resume"))
             metadata = {**prepared.config.get("metadata", {}), RUN_KEY: run.run_id}
+            reuse(None if resumed else prepared.read)  # this task's own context
             events = stream_run(
                 graph,
                 thread_id=run.thread_id,

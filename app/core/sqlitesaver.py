@@ -30,6 +30,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from app.core.firstread import FirstReadReused
 from app.core.sqlite import SqliteConnection
 
 # The saver's own statements.
@@ -45,7 +46,7 @@ UPSERT_WRITES = _PUT_WRITES.format(action="REPLACE")  # special channels (an int
 INSERT_WRITES = _PUT_WRITES.format(action="IGNORE")
 
 
-class OneHopSqliteSaver(AsyncSqliteSaver):
+class OneHopSqliteSaver(FirstReadReused, AsyncSqliteSaver):
     """`AsyncSqliteSaver` whose `aput` and `aput_writes` are one transaction in one hop."""
 
     def __init__(self, conn: aiosqlite.Connection, writer: SqliteConnection) -> None:
