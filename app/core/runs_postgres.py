@@ -3,7 +3,8 @@
 `PostgresRunStore(pool)` shares the saver's pool: every operation takes one pooled
 connection. A write runs all its statements in one transaction there; the two on every
 run's path take fewer round trips: a log write is one statement (`write`), a decision
-two (`_decide`: the lock and the reads, then the writes and the commit). The queries
+two (`_decide`: the lock and the reads, then the writes and the commit, each a pipeline
+of prepared statements). The queries
 are `app.core.runs_sql`'s, `?` placeholders turned into psycopg's `%s`. Times stay
 epoch seconds (`double precision`), so records read the same as on SQLite. `setup()` is
 idempotent and runs under the set-up lock (`app.core.postgres.open_pool`).
@@ -17,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any, ClassVar
 
-from psycopg import AsyncClientCursor, AsyncConnection
+from psycopg import AsyncConnection
 from psycopg.rows import tuple_row
 
 from app.core.errors import StorageUnavailable
@@ -123,12 +124,6 @@ LOCK_THREAD = "SELECT pg_advisory_xact_lock(hashtext(%s), 7)"
 def _pg(sql: str) -> str:
     """`sql` with psycopg's placeholders (the shared queries have no literal `?` or `%`)."""
     return sql.replace("?", "%s")
-
-
-def _script(*steps: Step) -> tuple[str, tuple[Any, ...]]:
-    """`steps` as one query string (several statements, one round trip) and its parameters."""
-    sql = "; ".join(_pg(statement) if params else statement for statement, params in steps)
-    return sql, tuple(value for _, params in steps for value in params)
 
 
 def _statements(script: str) -> list[str]:
@@ -248,20 +243,28 @@ class PostgresRunStore(SqlRunStore):
         await asyncio.shield(self._run_decision(thread_id, reads, decide))
 
     async def _run_decision(self, thread_id: str, reads: Sequence[Step], decide: Decision) -> None:
-        # Two round trips, however many statements: the reads after the lock in one
-        # query string, then the writes and the commit in another (parameters bound
-        # here). Each statement still reads what was committed before it: the lock's
-        # holder's writes included.
+        # Two round trips, however many statements, each a prepared statement: the lock
+        # and the reads in one pipeline, then the writes and the commit in another. Each
+        # statement still reads what was committed before it: the lock's holder's
+        # writes included.
         async with self._pool.connection() as conn:
-            cursor = AsyncClientCursor(conn, row_factory=tuple_row)
             try:
-                # Held to the transaction's end: one decision per thread at a time, database-wide.
-                await cursor.execute(*_script(("BEGIN", ()), (LOCK_THREAD, (thread_id,)), *reads))
-                rows: list[list[Sequence[Any]]] = []
-                cursor.nextset()  # past BEGIN
-                while cursor.nextset():
-                    rows.append(list(await cursor.fetchall()))
-                await cursor.execute(*_script(*decide(rows), ("COMMIT", ())))
+                async with conn.pipeline() as pipeline:
+                    await conn.execute("BEGIN")
+                    # Held to the transaction's end: one decision per thread at a time,
+                    # database-wide.
+                    await conn.execute(LOCK_THREAD, (thread_id,))
+                    cursors = [
+                        await conn.cursor(row_factory=tuple_row).execute(_pg(sql), params or None)
+                        for sql, params in reads
+                    ]
+                    await pipeline.sync()
+                    rows: list[list[Sequence[Any]]] = [
+                        list(await cursor.fetchall()) for cursor in cursors
+                    ]
+                    for sql, params in decide(rows):
+                        await conn.execute(_pg(sql), params or None)
+                    await conn.execute("COMMIT")
             except BaseException:
                 await conn.rollback()
                 raise
