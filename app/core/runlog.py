@@ -1,8 +1,8 @@
 """A run's event log in this process: numbered, written in batches, read once written.
 
 `LiveLog.emit` numbers an event and hands it to the `LogWriter`, which writes whatever
-is pending (of every run) in one transaction, at most every few milliseconds, then
-marks it durable. Readers
+is pending (of every run) in one transaction, streamed text within a few milliseconds
+and other events within a few tens, then marks it durable. Readers
 (`LiveLog.follow`) only ever see durable events: a crash can lose events that no
 client has seen, never one that a client has, so ids stay unique across a restart.
 Every event has its secrets masked before it is numbered: what the log holds is what
@@ -28,7 +28,12 @@ from tools.secrets import Redactor
 logger = logging.getLogger(__name__)
 
 BURST_TURNS = 3
+# Streamed text, what a reader watches appear: at most one write per COALESCE_S. Any
+# other event waits up to SETTLE_S for company (the next text, the run's end): a run's
+# lifecycle and tool events otherwise cost a transaction per phase of the run.
 COALESCE_S = 0.004
+SETTLE_S = 0.025
+STREAMED = frozenset({EventType.TEXT_MESSAGE_CONTENT, EventType.REASONING_MESSAGE_CONTENT})
 TERMINAL = frozenset({EventType.RUN_FINISHED, EventType.RUN_ERROR})
 _TERMINAL_JSON = ('{"type":"RUN_FINISHED"', '{"type":"RUN_ERROR"')
 _event: TypeAdapter[Any] = TypeAdapter(Event)
@@ -158,10 +163,11 @@ def is_terminal(entry: Entry) -> bool:
 
 
 class LogWriter:
-    """Writes every run's pending events in batches: one transaction per turn of its loop,
-    at most one per `COALESCE_S` (events that come sooner wait for the next write).
+    """Writes every run's pending events in batches: one transaction per turn of its loop.
 
-    A run's ending (`end`) goes in the same transaction as its last events, at once.
+    Streamed text is written within `COALESCE_S` of the last write, any other event
+    within `SETTLE_S` of being made (with the next write, if sooner). A run's ending
+    (`end`) goes in the same transaction as its last events, at once.
     """
 
     def __init__(self, store: RunStore) -> None:
@@ -169,7 +175,9 @@ class LogWriter:
         self._pending: list[tuple[LiveLog, Entry]] = []
         self._endings: list[tuple[Ending, asyncio.Future[None]]] = []
         self._kick = asyncio.Event()
-        self._ending = asyncio.Event()  # an ending waits: no coalescing then
+        self._hurry = asyncio.Event()  # streamed text or an ending came: wait less
+        self._streamed = False  # streamed text is pending
+        self._pending_since = 0.0
         self._idle = asyncio.Event()
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
@@ -179,7 +187,12 @@ class LogWriter:
         self._task = asyncio.create_task(self._loop(), name="run-log-writer")
 
     def add(self, log: LiveLog, entry: Entry) -> None:
+        if not self._pending:
+            self._pending_since = asyncio.get_running_loop().time()
         self._pending.append((log, entry))
+        if entry.event is not None and entry.event.type in STREAMED and not self._streamed:
+            self._streamed = True
+            self._hurry.set()
         self._idle.clear()
         self._kick.set()
 
@@ -189,7 +202,7 @@ class LogWriter:
         self._endings.append((ending, written))
         self._idle.clear()
         self._kick.set()
-        self._ending.set()
+        self._hurry.set()
         await written
 
     async def stop(self) -> None:
@@ -209,7 +222,7 @@ class LogWriter:
                 await asyncio.sleep(0)
             await self._coalesce()
             self._kick.clear()
-            self._ending.clear()
+            self._streamed = False
             batch, self._pending = self._pending, []
             endings, self._endings = self._endings, []
             try:
@@ -232,14 +245,21 @@ class LogWriter:
                 self._idle.set()
 
     async def _coalesce(self) -> None:
-        """Until `COALESCE_S` after the last write, or an ending comes.
+        """Until the pending events are due (see the class), or an ending comes.
 
         Tokens a model streams fast (or many runs at once) would each cost a transaction
         and a socket write to every client: one write for all of them costs less, and a
         few milliseconds are not seen. A run's end is never held back.
         """
-        wait = self._written_at + COALESCE_S - asyncio.get_running_loop().time()
-        if wait > 0 and not self._endings:
+        loop = asyncio.get_running_loop()
+        while not self._endings:
+            due = self._pending_since + SETTLE_S
+            if self._streamed:
+                due = min(due, self._written_at + COALESCE_S)
+            wait = due - loop.time()
+            if wait <= 0:
+                return
+            self._hurry.clear()
             with suppress(TimeoutError):
                 async with asyncio.timeout(wait):
-                    await self._ending.wait()
+                    await self._hurry.wait()
