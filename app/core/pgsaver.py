@@ -12,9 +12,8 @@ rules; it differs where the saver assumes one shared connection or pays per row:
 - a task's writes wait `MERGE_TURNS` turns of the event loop for the thread's next
   checkpoint (after the thread's checkpoint being written, if one is): the loop puts a
   step's checkpoint right after its task's writes, and both then go in one statement,
-  one transaction instead of two. Either way `aput_writes`
-  returns once its rows are committed; writes to the special channels (an error, an
-  interrupt) never wait.
+  one transaction instead of two. Either way `aput_writes` returns once its rows are
+  committed; writes to the special channels (an error, an interrupt) never wait.
 
 Every run writes both at each step, and the last of them delays the run's end.
 """
