@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from app.core.runs import (
@@ -58,6 +59,20 @@ INSERT_THREAD = (
 Step = tuple[str, Any]  # (sql, params): params a tuple, or a list of tuples for many rows
 # Given the rows of each read, the writes to make in the same transaction.
 Decision = Callable[[list[list[Sequence[Any]]]], Sequence[Step]]
+
+
+@dataclass(frozen=True, slots=True)
+class Guess:
+    """The rows a decision's reads most often find, and when its writes are those anyway.
+
+    `holds` is an SQL condition (with its parameters), read after the lock: true exactly
+    when the decision on the real rows writes what it writes on `rows`. A backend may
+    then send the reads, the condition and those writes at once, each write made only if
+    the condition holds, and decide from the real rows afterwards.
+    """
+
+    rows: list[list[Sequence[Any]]]
+    holds: Step
 
 
 def stored_run(row: Sequence[Any]) -> StoredRun:
@@ -144,9 +159,20 @@ class SqlRunStore(ABC):
         """
 
     @abstractmethod
-    async def _decide(self, thread_id: str, reads: Sequence[Step], decide: Decision) -> None:
+    async def _decide(
+        self,
+        thread_id: str,
+        reads: Sequence[Step],
+        decide: Decision,
+        *,
+        guess: Guess | None = None,
+    ) -> None:
         """In one transaction that holds `thread_id` against every other process doing
-        the same: run `reads`, then the writes `decide` returns for their rows."""
+        the same: run `reads`, then the writes `decide` returns for their rows.
+
+        With a `guess`, `decide` may also be called on its rows first (its writes then
+        made only if the guess holds); it is called on the real rows in any case, last.
+        """
 
     @abstractmethod
     async def _read(self, sql: str, params: tuple[Any, ...]) -> list[Sequence[Any]]:
@@ -395,8 +421,18 @@ class SqlRunStore(ABC):
                 ("SELECT 1 FROM agent_runs WHERE thread_id=? AND run_id=?", (thread_id, run_id)),
             ),
             decide,
+            # Most runs find their thread free: nothing active, the run id unused. The
+            # writes are then the same whatever ended lately (which makes them stale).
+            guess=Guess(
+                [[], []],
+                (
+                    "NOT EXISTS (SELECT 1 FROM agent_runs WHERE thread_id=?"
+                    f" AND ({ACTIVE_SQL} OR run_id=?))",
+                    (thread_id, run_id),
+                ),
+            ),
         )
-        return decided[0]
+        return decided[-1]  # the decision on the real rows
 
     async def claim_turn(self, thread_id: str, run_id: str, owner: str, ttl_s: float) -> bool:
         granted: list[bool] = []
