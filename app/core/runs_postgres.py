@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any, ClassVar
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, AsyncCursor
 from psycopg.rows import tuple_row
 
 from app.core.errors import StorageUnavailable
@@ -170,6 +170,29 @@ def _closing(text: str) -> int | None:
     return None
 
 
+async def _locked_reads(
+    conn: AsyncConnection[Any], thread_id: str, reads: Sequence[Step]
+) -> list[AsyncCursor[tuple[Any, ...]]]:
+    """Queue (in pipeline mode) BEGIN, the thread's lock and `reads`: their cursors."""
+    await conn.execute("BEGIN")
+    # Held to the transaction's end: one decision per thread at a time, database-wide.
+    await conn.execute(LOCK_THREAD, (thread_id,))
+    return [
+        await conn.cursor(row_factory=tuple_row).execute(_pg(sql), params or None)
+        for sql, params in reads
+    ]
+
+
+async def _writes_and_commit(conn: AsyncConnection[Any], steps: Sequence[Step]) -> None:
+    for sql, params in steps:
+        await conn.execute(_pg(sql), params or None)
+    await conn.execute("COMMIT")
+
+
+async def _rows(cursors: Sequence[AsyncCursor[tuple[Any, ...]]]) -> list[list[Sequence[Any]]]:
+    return [list(await cursor.fetchall()) for cursor in cursors]
+
+
 class PostgresRunStore(SqlRunStore):
     """The run store on the process's PostgreSQL pool."""
 
@@ -299,26 +322,17 @@ class PostgresRunStore(SqlRunStore):
         # One round trip: the lock, the reads, whether the guess holds, the writes made
         # only if it does, the commit. When it does not, nothing was written: decide
         # again the usual way.
-        holds, params = guess.holds
+        holds, holds_params = guess.holds
         async with self._pool.connection() as conn:
             try:
                 async with conn.pipeline():
-                    await conn.execute("BEGIN")
-                    await conn.execute(LOCK_THREAD, (thread_id,))
-                    cursors = [
-                        await conn.cursor(row_factory=tuple_row).execute(_pg(sql), params or None)
-                        for sql, params in reads
-                    ]
+                    cursors = await _locked_reads(conn, thread_id, reads)
                     check = await conn.cursor(row_factory=tuple_row).execute(
-                        _pg(SET_GUESS.format(holds=holds)), params
+                        _pg(SET_GUESS.format(holds=holds)), holds_params
                     )
-                    for sql, write_params in guessed:
-                        await conn.execute(_pg(sql), write_params or None)
-                    await conn.execute("COMMIT")
+                    await _writes_and_commit(conn, guessed)
                 row = await check.fetchone()
-                rows: list[list[Sequence[Any]]] = [
-                    list(await cursor.fetchall()) for cursor in cursors
-                ]
+                rows = await _rows(cursors)
             except BaseException:
                 await conn.rollback()
                 raise
@@ -335,21 +349,9 @@ class PostgresRunStore(SqlRunStore):
         async with self._pool.connection() as conn:
             try:
                 async with conn.pipeline() as pipeline:
-                    await conn.execute("BEGIN")
-                    # Held to the transaction's end: one decision per thread at a time,
-                    # database-wide.
-                    await conn.execute(LOCK_THREAD, (thread_id,))
-                    cursors = [
-                        await conn.cursor(row_factory=tuple_row).execute(_pg(sql), params or None)
-                        for sql, params in reads
-                    ]
+                    cursors = await _locked_reads(conn, thread_id, reads)
                     await pipeline.sync()
-                    rows: list[list[Sequence[Any]]] = [
-                        list(await cursor.fetchall()) for cursor in cursors
-                    ]
-                    for sql, params in decide(rows):
-                        await conn.execute(_pg(sql), params or None)
-                    await conn.execute("COMMIT")
+                    await _writes_and_commit(conn, decide(await _rows(cursors)))
             except BaseException:
                 await conn.rollback()
                 raise
