@@ -317,7 +317,7 @@ class PostgresRunStore(SqlRunStore):
     ) -> None:
         guessed = None if guess is None else _guessed_writes(decide(guess.rows))
         if guess is None or guessed is None:
-            await self._run_decision(thread_id, reads, decide)
+            await self._decide_on_reads(thread_id, reads, decide)
             return
         # One round trip: the lock, the reads, whether the guess holds, the writes made
         # only if it does, the commit. When it does not, nothing was written: decide
@@ -339,9 +339,11 @@ class PostgresRunStore(SqlRunStore):
         if row is not None and row[0] == "true":
             decide(rows)  # what the real rows decide: the same writes (see `Guess`)
             return
-        await self._run_decision(thread_id, reads, decide)
+        await self._decide_on_reads(thread_id, reads, decide)
 
-    async def _run_decision(self, thread_id: str, reads: Sequence[Step], decide: Decision) -> None:
+    async def _decide_on_reads(
+        self, thread_id: str, reads: Sequence[Step], decide: Decision
+    ) -> None:
         # Two round trips, however many statements, each a prepared statement: the lock
         # and the reads in one pipeline, then the writes and the commit in another. Each
         # statement still reads what was committed before it: the lock's holder's

@@ -158,7 +158,6 @@ class SqlRunStore(ABC):
         the transaction.
         """
 
-    @abstractmethod
     async def _decide(
         self,
         thread_id: str,
@@ -170,9 +169,17 @@ class SqlRunStore(ABC):
         """In one transaction that holds `thread_id` against every other process doing
         the same: run `reads`, then the writes `decide` returns for their rows.
 
-        With a `guess`, `decide` may also be called on its rows first (its writes then
-        made only if the guess holds); it is called on the real rows in any case, last.
+        With a `guess`, a backend may also call `decide` on its rows first (its writes
+        then made only if the guess holds); it is called on the real rows in any case,
+        last. By default the guess goes unused.
         """
+        await self._decide_on_reads(thread_id, reads, decide)
+
+    @abstractmethod
+    async def _decide_on_reads(
+        self, thread_id: str, reads: Sequence[Step], decide: Decision
+    ) -> None:
+        """`_decide` without a guess: the reads, then the writes for their rows."""
 
     @abstractmethod
     async def _read(self, sql: str, params: tuple[Any, ...]) -> list[Sequence[Any]]:

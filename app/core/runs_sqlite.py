@@ -18,14 +18,7 @@ from typing import Any, ClassVar
 import aiosqlite
 
 from app.core.runs import threads_from_runs
-from app.core.runs_sql import (
-    INSERT_THREAD,
-    RUNS_FOR_THREADS,
-    Decision,
-    Guess,
-    SqlRunStore,
-    Step,
-)
+from app.core.runs_sql import INSERT_THREAD, RUNS_FOR_THREADS, Decision, SqlRunStore, Step
 from app.core.sqlite import SqliteConnection, open_sqlite
 
 SCHEMA = """
@@ -115,13 +108,8 @@ class SqliteRunStore(SqlRunStore):
     async def _transaction(self, steps: Sequence[Step], *, fetch: bool = False) -> Any:
         return await self._db.transaction(partial(_run_steps, steps=steps, fetch=fetch))
 
-    async def _decide(
-        self,
-        thread_id: str,
-        reads: Sequence[Step],
-        decide: Decision,
-        *,
-        guess: Guess | None = None,
+    async def _decide_on_reads(
+        self, thread_id: str, reads: Sequence[Step], decide: Decision
     ) -> None:
         # BEGIN IMMEDIATE takes the file's write lock: every process's decision is serial.
         # One hop to the writer whatever the rows: a guess would save nothing.
