@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
@@ -92,7 +92,8 @@ def parse_database(value: str | Path) -> SqliteDb | PostgresDb:
     passwords += [v for k, v in params if k == "password"]
     params = [(k, v) for k, v in params if k != "password"]
     netloc = f"{user}@{hosts}" if at else hosts
-    query = f"?{urlencode(params)}" if params else ""
+    # libpq decodes %XX only, never "+": a space (as in `options=-c a=b`) stays %20.
+    query = f"?{urlencode(params, quote_via=quote)}" if params else ""
     url = f"postgresql://{netloc}{parts.path}{query}"
     secret = SecretStr(passwords[-1]) if passwords and passwords[-1] else None
     return PostgresDb(url=url, password=secret)
