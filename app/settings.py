@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
-from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
+from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
@@ -87,13 +87,14 @@ def parse_database(value: str | Path) -> SqliteDb | PostgresDb:
     parts = urlsplit(text)
     user_info, at, hosts = parts.netloc.rpartition("@")
     user, colon, password = user_info.partition(":")
-    params = parse_qsl(parts.query, keep_blank_values=True)
+    # The query is split, never decoded and re-encoded: libpq reads only %XX, so a "+"
+    # is a plus (not a space, as form decoding would make it) in a password or options.
+    pairs = [pair.partition("=") for pair in parts.query.split("&") if pair]
     passwords = [unquote(password)] if colon else []
-    passwords += [v for k, v in params if k == "password"]
-    params = [(k, v) for k, v in params if k != "password"]
+    passwords += [unquote(v) for k, _, v in pairs if unquote(k) == "password"]
+    kept = ["".join(pair) for pair in pairs if unquote(pair[0]) != "password"]
     netloc = f"{user}@{hosts}" if at else hosts
-    # libpq decodes %XX only, never "+": a space (as in `options=-c a=b`) stays %20.
-    query = f"?{urlencode(params, quote_via=quote)}" if params else ""
+    query = f"?{'&'.join(kept)}" if kept else ""
     url = f"postgresql://{netloc}{parts.path}{query}"
     secret = SecretStr(passwords[-1]) if passwords and passwords[-1] else None
     return PostgresDb(url=url, password=secret)

@@ -71,6 +71,16 @@ def test_the_postgres_scheme_and_a_password_parameter_are_read_too(value: str) -
     assert db.password is not None and db.password.get_secret_value() == PASSWORD
 
 
+def test_url_parameters_are_kept_as_written_and_a_plus_in_the_password_stays_a_plus() -> None:
+    value = "postgresql://agent@db/agents?options=-c%20a%3Db&password=p%2Bq+r&application_name=x+y"
+
+    db = Settings(agent_db=value).agent_db
+
+    assert isinstance(db, PostgresDb)
+    assert db.url == "postgresql://agent@db/agents?options=-c%20a%3Db&application_name=x+y"
+    assert db.password is not None and db.password.get_secret_value() == "p+q+r"
+
+
 def test_another_scheme_is_refused_without_echoing_the_value() -> None:
     with pytest.raises(ValidationError) as refused:
         Settings(agent_db="mysql://agent:pg-S3cret-pass@db.example/agents")
