@@ -27,14 +27,14 @@ from playwright.sync_api import (
     sync_playwright,
 )
 
-from tests.doubles.env import env_for_subprocess
+from tests.support.env import env_for_subprocess
 from tests.doubles.llm import ScriptedLLM
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.doubles.tushare_mcp import TushareMCP
-from tests.processes import ServerProcess
+from tests.support.processes import ServerProcess
+from tests.support.webui import BuildFailed, build_web_ui
 
 ROOT = Path(__file__).resolve().parents[2]
-DIST_INDEX = ROOT / "app" / "http" / "static" / "index.html"
 ARTIFACTS = ROOT / "tests" / "artifacts"
 CHROMIUM = "/usr/bin/chromium"
 TUSHARE_TOKEN = "web-ui-test-token"
@@ -94,6 +94,15 @@ def browser(launch_browser: Callable[..., Browser]) -> Iterator[Browser]:
 
 
 @pytest.fixture(scope="session")
+def built_ui() -> Path:
+    """The web UI's index.html, built from the current sources (`make web`)."""
+    try:
+        return build_web_ui()
+    except BuildFailed as failed:
+        pytest.fail(str(failed), pytrace=False)
+
+
+@pytest.fixture(scope="session")
 def tushare_mcp() -> Iterator[TushareMCP]:
     with TushareMCP(token=TUSHARE_TOKEN) as server:
         yield server
@@ -108,9 +117,8 @@ class WebServer(ServerProcess):
 
 
 def start_server(data_dir: Path, env: dict[str, str]) -> WebServer:
-    """Start `react-agent serve` with its data under `data_dir`; returns once /healthz answers."""
-    if not DIST_INDEX.is_file():
-        pytest.fail("the web UI is not built: run `make install` (or `make test`)")
+    """Start `react-agent serve` with its data under `data_dir`; returns once /healthz answers.
+    (Ask for `built_ui` first: the server serves the UI that is built when it starts.)"""
     data_dir.mkdir(parents=True, exist_ok=True)
     return WebServer(env, data_dir)
 
@@ -132,6 +140,7 @@ def server_env(
 
 @pytest.fixture(scope="session")
 def server(
+    built_ui: Path,
     _llm_server: ScriptedLLM,
     _meteo_server: FakeOpenMeteo,
     tushare_mcp: TushareMCP,

@@ -4,6 +4,8 @@ the browser's (Chinese for zh*, English otherwise), and dark mode following the 
 
 from __future__ import annotations
 
+import pytest
+
 import re
 from collections.abc import Callable
 
@@ -12,6 +14,8 @@ from playwright.sync_api import Page, expect
 from tests.doubles.llm import ScriptedLLM, reasoning, text, tool_call
 from tests.web.conftest import Chat
 from tests.web.test_charts import JULY
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 PHONE = {"width": 390, "height": 844}
 

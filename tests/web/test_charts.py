@@ -4,6 +4,8 @@ drawn from the data the result carries (`metadata.data`), live and from the hist
 
 from __future__ import annotations
 
+import pytest
+
 import datetime as dt
 import json
 import re
@@ -16,8 +18,10 @@ from playwright.sync_api import Locator, Page, expect
 from tests.doubles.llm import ScriptedLLM, reasoning, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.doubles.tushare_data import daily_rows
-from tests.processes import ServerProcess
+from tests.support.processes import ServerProcess
 from tests.web.conftest import Chat
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 CODE = "000001.SZ"
 # July 2025 up to the 30th: 22 weekdays, so 22 daily bars in the double's data.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import re
 
@@ -10,6 +12,8 @@ from playwright.sync_api import expect
 from tests.doubles.llm import ScriptedLLM, call, text, tool_call, tool_calls
 from tests.doubles.tushare_mcp import TushareMCP
 from tests.web.conftest import Chat, WebServer
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 ASK_CITY = {"message": "请问您想查询哪个城市的天气？", "placeholder": "例如：北京 / Shanghai"}
 WEATHER_ANSWER = (

@@ -9,11 +9,14 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
+from graphs.model import MISSING_VARIABLE
 from tests.doubles.llm import ScriptedLLM, error, hang, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.doubles.tushare_mcp import TushareMCP
-from tests.processes import ServerProcess
+from tests.support.processes import ServerProcess
 from tests.web.conftest import Chat, literal, server_env, start_server
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 IMG = '<img src=x onerror="window.__pwned=1">'
 SCRIPT = "<script>window.__pwned=2</script>"
@@ -211,6 +214,7 @@ def test_an_answer_the_server_refuses_keeps_the_control_and_shows_its_message(
 
 @pytest.fixture
 def server_with(
+    built_ui: Path,
     _llm_server: ScriptedLLM,
     _meteo_server: FakeOpenMeteo,
     tushare_mcp: TushareMCP,
@@ -240,7 +244,7 @@ def keyed_server(server_with: Callable[..., ServerProcess]) -> ServerProcess:
     return server_with(AGENT_API_KEY="s3cret-key")
 
 
-def test_a_missing_api_key_is_explained_and_the_saved_key_is_sent_as_bearer(
+def test_a_missing_api_key_is_explained_and_the_key_the_tab_keeps_is_sent_as_bearer(
     chat: Chat, llm: ScriptedLLM, keyed_server: ServerProcess
 ) -> None:
     page = chat.page
@@ -258,7 +262,27 @@ def test_a_missing_api_key_is_explained_and_the_saved_key_is_sent_as_bearer(
     llm.script(text("钥匙对了。"))
     chat.send("你好")
     expect(chat.answers.last).to_have_text("钥匙对了。")
-    assert page.evaluate("localStorage.getItem('react-agent.apiKey')") == "s3cret-key"
+    # The tab's storage only: no script of the origin finds it after the tab is gone.
+    assert page.evaluate("sessionStorage.getItem('react-agent.apiKey')") == "s3cret-key"
+    assert page.evaluate("localStorage.getItem('react-agent.apiKey')") is None
+
+
+def test_a_key_an_older_page_left_in_local_storage_leaves_it_on_load_and_still_works(
+    chat: Chat, llm: ScriptedLLM, keyed_server: ServerProcess
+) -> None:
+    page = chat.page
+    page.goto(keyed_server.url)
+    expect(chat.errors).to_contain_text("未授权")
+    page.evaluate("localStorage.setItem('react-agent.apiKey', 's3cret-key')")
+
+    page.reload()
+    expect(page.locator(".welcome")).to_be_visible()
+    llm.script(text("钥匙还在。"))
+    chat.send("你好")
+
+    expect(chat.answers.last).to_have_text("钥匙还在。")
+    assert page.evaluate("localStorage.getItem('react-agent.apiKey')") is None
+    assert page.evaluate("sessionStorage.getItem('react-agent.apiKey')") == "s3cret-key"
 
 
 @pytest.fixture
@@ -277,7 +301,8 @@ def test_a_server_without_a_model_key_is_explained_in_chinese_naming_the_variabl
 
     expect(chat.errors).to_have_count(1)
     expect(chat.errors).to_contain_text("运行出错：模型未配置")
-    expect(chat.errors).to_contain_text("OPENAI_API_KEY")
+    # The terminal says the same, word for word (the server's own message).
+    expect(chat.errors).to_contain_text(MISSING_VARIABLE.format(var="OPENAI_API_KEY"))
     expect(chat.errors).not_to_contain_text("is not set")
     expect(chat.errors).not_to_contain_text("OPENAI_MODEL")
     chat.wait_idle()

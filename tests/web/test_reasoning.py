@@ -3,10 +3,14 @@ live, kept by the thread (a reload shows it) and rebuilt, not repeated, by a rej
 
 from __future__ import annotations
 
+import pytest
+
 from playwright.sync_api import Locator, expect
 
 from tests.doubles.llm import ScriptedLLM, reasoning, text, tool_call
 from tests.web.conftest import Chat
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 # Streamed two characters every 50 ms: about two seconds of thinking before the answer.
 SLOW_THOUGHT = (

@@ -3,14 +3,18 @@ through the API, and a message sent during a run can wait for it or replace it."
 
 from __future__ import annotations
 
+import pytest
+
 import time
 
 import httpx
 from playwright.sync_api import Locator, expect
 
 from tests.doubles.llm import ScriptedLLM, Turn, hang, text, tool_call
-from tests.processes import ServerProcess
+from tests.support.processes import ServerProcess
 from tests.web.conftest import Chat
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 # Streamed two characters every 50 ms: about five seconds, long enough to act mid-answer.
 SLOW_ANSWER = (

@@ -4,6 +4,8 @@ renamed or deleted in the sidebar stays so on the server, hence after a reload."
 
 from __future__ import annotations
 
+import pytest
+
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -12,9 +14,11 @@ import httpx
 from playwright.sync_api import Locator, expect
 
 from tests.doubles.llm import ScriptedLLM, error, hang, text, tool_call
-from tests.processes import ServerProcess
+from tests.support.processes import ServerProcess
 from tests.web.conftest import Chat
 from tests.web.test_runs import until_statuses
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 
 def rows(chat: Chat) -> Locator:

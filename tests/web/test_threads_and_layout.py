@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+
 import httpx
 from playwright.sync_api import expect
 
 from tests.doubles.llm import ScriptedLLM, text, tool_call
-from tests.processes import ServerProcess
+from tests.support.processes import ServerProcess
 from tests.web.conftest import Chat
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 ASK_CITY = {"message": "请问您想查询哪个城市的天气？", "placeholder": "例如：北京"}
 

@@ -11,11 +11,21 @@ export interface GraphInfo {
   description?: string;
 }
 
-export interface ThreadView {
+/** Where the messages before a page of a thread continue (docs/api.md, "Reading a long thread"). */
+export interface Older {
+  /** The id to pass as `before` for the page before this one. */
+  before: string;
+  /** How many messages come before the page. */
+  count: number;
+}
+
+/** A page of a thread: its latest messages (before a cursor) and every pending question. */
+export interface ThreadPage {
   threadId: string;
   graphId: string | null;
   messages: Message[];
   interrupts: Interrupt[];
+  older: Older | null;
 }
 
 export type RunStatus = "queued" | "running" | "interrupted" | "success" | "error" | "cancelled";
@@ -94,17 +104,26 @@ export async function listGraphs(): Promise<GraphInfo[]> {
     : [];
 }
 
-/** The thread's history and pending interrupts; null when the server does not know it. */
-export async function getThread(threadId: string): Promise<ThreadView | null> {
+function olderOf(value: unknown): Older | null {
+  if (typeof value !== "object" || value === null) return null;
+  const v = value as Record<string, unknown>;
+  return typeof v.before === "string" && typeof v.count === "number" ? { before: v.before, count: v.count } : null;
+}
+
+/** The thread's latest messages (before message `before`, when given) and its pending
+ * interrupts; null when the server does not know it. */
+export async function getThread(threadId: string, before?: string): Promise<ThreadPage | null> {
+  const query = before === undefined ? "" : `?${new URLSearchParams({ before })}`;
   try {
     const view = (await (
-      await request(`/api/threads/${encodeURIComponent(threadId)}`)
-    ).json()) as ThreadView;
+      await request(`/api/threads/${encodeURIComponent(threadId)}${query}`)
+    ).json()) as ThreadPage;
     return {
       threadId: view.threadId ?? threadId,
       graphId: view.graphId ?? null,
       messages: Array.isArray(view.messages) ? view.messages : [],
       interrupts: Array.isArray(view.interrupts) ? view.interrupts : [],
+      older: olderOf(view.older),
     };
   } catch (err) {
     if (err instanceof HttpError && err.status === 404) return null;
@@ -256,12 +275,12 @@ export function describeFailure(err: unknown): Failure {
   return { kind: "server", status, text: t.serverError(status, suffix) };
 }
 
-// RUN_ERROR codes whose server message is not meant for the page's readers (it is
-// written for whoever runs the server, in English); each gets its own text here.
+// RUN_ERROR codes whose text the page writes itself, in the page's language (the
+// server's is Chinese, the same as the page's Chinese text); each gets its own text here.
 // Other codes keep the server's message, which is written to be shown as it is.
 const RUN_ERROR_TEXT: Record<string, (message: string) => string> = {
   model_not_configured: (message) => {
-    // "OPENAI_API_KEY is not set: export OPENAI_API_KEY (...)": the variable it names.
+    // "模型未配置：需要设置环境变量 OPENAI_API_KEY（...）": the variable it names.
     const variable = /\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b/.exec(message)?.[0];
     return t.modelNotConfigured(variable ?? t.modelVariables);
   },

@@ -6,27 +6,11 @@
 // seconds), so rows that did not change are kept as they are: focus stays where it was
 // and a row being renamed is left alone until its edit ends.
 
-import type { GraphInfo, RunStatus } from "./api";
+import type { GraphInfo } from "./api";
 import { h } from "./dom";
-import { agentName, locale, t } from "./i18n";
+import { when } from "./format";
+import { agentName, t } from "./i18n";
 import type { ThreadEntry, ThreadStatus } from "./store";
-
-/** The badge a thread's latest run earns: none once it ended well. */
-export function badgeOf(status: RunStatus | null): ThreadStatus {
-  switch (status) {
-    case "queued":
-    case "running":
-      return "running";
-    case "interrupted":
-      return "waiting";
-    case "cancelled":
-      return "stopped";
-    case "error":
-      return "failed";
-    default:
-      return null;
-  }
-}
 
 const BADGE_TEXT: Record<Exclude<ThreadStatus, null>, string> = {
   running: t.statusRunning,
@@ -34,18 +18,6 @@ const BADGE_TEXT: Record<Exclude<ThreadStatus, null>, string> = {
   stopped: t.statusStopped,
   failed: t.statusFailed,
 };
-
-const dayMonth = new Intl.DateTimeFormat(locale, { month: "short", day: "numeric" });
-const hourMinute = new Intl.DateTimeFormat(locale, { hour: "2-digit", minute: "2-digit", hour12: false });
-
-function when(ts: number): string {
-  const diff = Date.now() - ts;
-  if (diff < 60_000) return t.justNow;
-  if (diff < 3_600_000) return t.minutesAgo(Math.floor(diff / 60_000));
-  const d = new Date(ts);
-  if (d.toDateString() === new Date().toDateString()) return t.today(hourMinute.format(d));
-  return dayMonth.format(d);
-}
 
 export interface SidebarHandlers {
   open(entry: ThreadEntry): void;

@@ -1,6 +1,8 @@
 // What the browser remembers (localStorage): the last thread list it saw (the server's
-// list replaces it as soon as it answers), the open thread, the last picked agent, the
-// API key and how charts are drawn. The conversations themselves live on the server.
+// list replaces it as soon as it answers), the open thread, the last picked agent and how
+// charts are drawn. The conversations themselves live on the server. The API key is the
+// tab's only (sessionStorage): it is gone when the tab closes, and never written where it
+// would persist; a key an older page left in localStorage is moved out on load.
 
 /** The state a thread's latest run left it in, as the sidebar's badge shows it. */
 export type ThreadStatus = "running" | "waiting" | "stopped" | "failed" | null;
@@ -20,18 +22,27 @@ const KEYS = {
   apiKey: "react-agent.apiKey",
 } as const;
 
-function read(key: string): string | null {
+/** The storage that outlives the tab, or the tab's own; null when the browser refuses it. */
+function storage(kind: "localStorage" | "sessionStorage"): Storage | null {
   try {
-    return localStorage.getItem(key);
+    return globalThis[kind] ?? null;
   } catch {
     return null; // storage disabled (private mode, policy): behave as empty
   }
 }
 
-function write(key: string, value: string | null): void {
+function read(key: string, where: Storage | null = storage("localStorage")): string | null {
   try {
-    if (value === null) localStorage.removeItem(key);
-    else localStorage.setItem(key, value);
+    return where?.getItem(key) ?? null;
+  } catch {
+    return null; // storage disabled (private mode, policy): behave as empty
+  }
+}
+
+function write(key: string, value: string | null, where: Storage | null = storage("localStorage")): void {
+  try {
+    if (value === null) where?.removeItem(key);
+    else where?.setItem(key, value);
   } catch {
     // Quota or policy: the page still works, it just forgets on reload.
   }
@@ -72,9 +83,18 @@ export const lastGraph = {
 };
 
 export const apiKey = {
-  get: (): string => read(KEYS.apiKey) ?? "",
-  set: (key: string): void => write(KEYS.apiKey, key.trim() || null),
+  get: (): string => read(KEYS.apiKey, storage("sessionStorage")) ?? "",
+  set: (key: string): void => write(KEYS.apiKey, key.trim() || null, storage("sessionStorage")),
 };
+
+/** Take a key an older page kept in localStorage out of it (any script of the origin could
+ * read it there, for good): this tab keeps it, unless it has one of its own already. */
+export function forgetStoredKey(): void {
+  const left = read(KEYS.apiKey);
+  if (left === null) return;
+  if (!apiKey.get()) apiKey.set(left);
+  write(KEYS.apiKey, null);
+}
 
 /** How candlestick charts are drawn: the up/down colours and which moving averages show. */
 export interface ChartPrefs {

@@ -6,6 +6,7 @@
 import type { GraphInfo } from "./api";
 import { h } from "./dom";
 import { renderForecast } from "./forecast";
+import { briefArgs, oneLine, prettyArgs } from "./format";
 import { agentName, examples as examplesOf, t, toolLabel } from "./i18n";
 import { setMarkdown } from "./markdown";
 import type { ToolData } from "./tooldata";
@@ -50,35 +51,6 @@ const STATE_TEXT: Record<ToolState, string> = {
   declined: t.toolDeclined,
   stopped: t.toolStopped,
 };
-
-function prettyArgs(raw: string): string {
-  if (!raw.trim()) return t.noArgs;
-  try {
-    return JSON.stringify(JSON.parse(raw), null, 2);
-  } catch {
-    return raw;
-  }
-}
-
-function briefArgs(raw: string): string {
-  try {
-    const parsed: unknown = JSON.parse(raw);
-    if (parsed && typeof parsed === "object" && !Array.isArray(parsed)) {
-      const parts = Object.values(parsed as Record<string, unknown>).map((v) =>
-        typeof v === "string" ? v : JSON.stringify(v),
-      );
-      return oneLine(parts.join("，"), 48);
-    }
-  } catch {
-    // still streaming: show nothing rather than half a JSON document
-  }
-  return "";
-}
-
-function oneLine(text: string, max: number): string {
-  const flat = text.replace(/\s+/g, " ").trim();
-  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
-}
 
 /** What a drawn result needs when its card goes away (a chart's observers). */
 interface Figure {
@@ -372,6 +344,8 @@ export class ConversationView {
 
   // Follow new content while the reader is at the bottom; leave them be once they scroll up.
   private stuck = true;
+  // Where `add` puts elements while `drawAbove` draws (null: at the end of the list).
+  private above: DocumentFragment | null = null;
 
   constructor(
     readonly list: HTMLElement,
@@ -426,7 +400,19 @@ export class ConversationView {
 
   private add(el: HTMLElement): void {
     this.list.querySelector(".welcome")?.remove();
-    this.list.appendChild(el);
+    (this.above ?? this.list).appendChild(el);
+  }
+
+  /** Draw older content above what is shown: what `draw` adds goes in before it, in order. */
+  drawAbove(draw: () => void): void {
+    const above = document.createDocumentFragment();
+    this.above = above;
+    try {
+      draw();
+    } finally {
+      this.above = null;
+    }
+    this.list.prepend(above);
   }
 
   addUser(text: string, id = ""): HTMLElement {
@@ -502,10 +488,10 @@ export class ConversationView {
     return id ? this.tools.get(id) : undefined;
   }
 
-  /** Tool cards a stopped or failed run left unfinished. */
-  settleTools(state: ToolState, keep: Set<string> = new Set()): void {
+  /** Tool cards a stopped or failed run left unfinished (of the calls `only`, when given). */
+  settleTools(state: ToolState, only?: ReadonlySet<string>): void {
     for (const card of this.tools.values()) {
-      if (!card.finished && card.state !== "waiting" && !keep.has(card.id)) card.setState(state);
+      if (!card.finished && card.state !== "waiting" && (!only || only.has(card.id))) card.setState(state);
     }
   }
 

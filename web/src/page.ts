@@ -1,0 +1,450 @@
+// The page controller: which thread is open and what happens on it. It owns the pieces
+// (threads.ts: the thread list; runs.ts: the runs followed; questions.ts: the questions
+// pending; composer.ts: the message box; layout.ts: the sidebar) and decides what one
+// piece's news means for the others. Threads are restored from GET /api/threads/{id}
+// (the latest page; older.ts brings the earlier ones as the reader scrolls up); a run
+// still under way there is followed again from its recorded events.
+
+import { randomUUID, type Interrupt, type Message, type ResumeEntry } from "@ag-ui/client";
+import {
+  deleteThread,
+  describeFailure,
+  getThread,
+  isActive,
+  listGraphs,
+  listRuns,
+  listThreads,
+  renameThread,
+  type Failure,
+  type GraphInfo,
+  type ThreadPage,
+} from "./api";
+import { Composer, type Strategy } from "./composer";
+import { byId } from "./dom";
+import { draftTitle, textOf } from "./format";
+import { renderHistory } from "./history";
+import { t } from "./i18n";
+import { InterruptControl, type InterruptHandlers } from "./interrupts";
+import { Layout } from "./layout";
+import { OlderHistory } from "./older";
+import { Questions, type Answer } from "./questions";
+import { endStatus, interruptsOf, started } from "./runfold";
+import { Runs, type LiveRun, type RunHost } from "./runs";
+import { renderGraphs, ThreadList } from "./sidebar";
+import * as store from "./store";
+import type { ThreadEntry, ThreadStatus } from "./store";
+import { Threads } from "./threads";
+import { ConversationView } from "./view";
+
+// How often the sidebar reads the server's thread list while the page is visible.
+const THREADS_POLL_MS = 4000;
+const THREADS_LIMIT = 50;
+
+interface Action {
+  label: string;
+  run: () => void;
+}
+
+export class Page implements RunHost {
+  private readonly title = byId<HTMLHeadingElement>("thread-title");
+  private readonly agentSelect = byId<HTMLSelectElement>("agent-select");
+  private readonly agentPicker = byId<HTMLDivElement>("agent-picker");
+  private readonly messages = byId<HTMLDivElement>("messages");
+  private readonly conversation = byId<HTMLElement>("conversation");
+  private readonly view = new ConversationView(this.messages, this.conversation);
+  private readonly older = new OlderHistory(this.view, this.conversation);
+  private readonly threads = new Threads(store.loadThreads());
+  private readonly questions = new Questions<InterruptControl>();
+  private readonly layout = new Layout(() => void this.start());
+  private readonly composer: Composer;
+  private readonly runs: Runs;
+  private readonly threadList: ThreadList;
+  private graphs: GraphInfo[] = [];
+  // Bumped by every thread opened: a slower answer for an earlier one is dropped.
+  private loading = 0;
+  private listing = false;
+  private readonly interruptHandlers: InterruptHandlers = {
+    answer: (control, value, summary) => {
+      this.collect(control, { interruptId: control.id, status: "resolved", payload: { value } }, summary);
+    },
+    cancel: (control) => {
+      this.collect(control, { interruptId: control.id, status: "cancelled" }, t.cancelled, true);
+    },
+  };
+
+  constructor() {
+    this.composer = new Composer(() => ({ waiting: this.questions.pending, open: this.threads.current !== null }), {
+      send: (text, strategy) => void this.send(text, strategy),
+      sendInstead: (text) => this.sendInstead(text),
+      stop: () => this.runs.stop(),
+    });
+    this.runs = new Runs(this.view, this.composer, this);
+    this.threadList = new ThreadList(byId<HTMLUListElement>("thread-list"), byId<HTMLParagraphElement>("thread-empty"), {
+      open: (entry) => {
+        this.layout.closeSidebar();
+        if (entry.id !== this.threads.current?.id) void this.openThread(entry);
+      },
+      remove: (entry) => void this.removeThread(entry),
+      rename: (entry, title) => this.rename(entry, title),
+    });
+    byId("new-thread").addEventListener("click", () => {
+      this.layout.closeSidebar();
+      this.newDraft(this.threads.current?.graphId);
+    });
+    this.agentSelect.addEventListener("change", () => this.pickAgent(this.agentSelect.value));
+    this.agentPicker.hidden = true;
+    this.composer.refresh();
+    this.saveThreads();
+  }
+
+  /** Load the agents, then open the thread the page had open (or a new one). */
+  async start(): Promise<void> {
+    if (!(await this.loadGraphs())) return;
+    const listed = this.refreshThreads();
+    const id = store.currentThread.get();
+    const entry = id ? this.threads.known(id) : undefined;
+    if (entry) await this.openThread(entry);
+    else this.newDraft();
+    await listed;
+  }
+
+  /** Keep the sidebar current: other tabs, the CLI and scripts make and run threads too. */
+  pollThreads(): void {
+    window.setInterval(() => {
+      if (!document.hidden) void this.refreshThreads();
+    }, THREADS_POLL_MS);
+    document.addEventListener("visibilitychange", () => {
+      if (!document.hidden) void this.refreshThreads();
+    });
+  }
+
+  // --- threads ---------------------------------------------------------------------
+
+  private saveThreads(): void {
+    store.saveThreads(this.threads.entries);
+    this.threadList.render(this.threads.entries, this.threads.current?.id ?? null);
+  }
+
+  private setStatus(threadId: string, status: ThreadStatus): void {
+    if (this.threads.setStatus(threadId, status, Date.now())) this.saveThreads();
+  }
+
+  /** Read the server's thread list (every agent's) into the sidebar. */
+  private async refreshThreads(): Promise<void> {
+    if (this.listing || !this.graphs.length) return;
+    this.listing = true;
+    const asked = Date.now();
+    try {
+      this.threads.merge(await listThreads(null, THREADS_LIMIT), asked, Date.now());
+    } catch {
+      return; // an older server, a lost connection: the list the page has stays
+    } finally {
+      this.listing = false;
+    }
+    const current = this.threads.current;
+    if (current && this.threads.known(current.id) && current.title !== this.title.textContent) {
+      this.title.textContent = current.title || t.newThread;
+    }
+    this.saveThreads();
+  }
+
+  private async rename(entry: ThreadEntry, title: string): Promise<boolean> {
+    try {
+      const summary = await renameThread(entry.id, title);
+      entry.title = summary?.title || title;
+    } catch (err) {
+      this.showFailure(describeFailure(err));
+      return false;
+    }
+    if (this.threads.current?.id === entry.id) {
+      this.threads.current.title = entry.title;
+      this.title.textContent = entry.title;
+    }
+    this.saveThreads();
+    return true;
+  }
+
+  private async removeThread(entry: ThreadEntry): Promise<void> {
+    try {
+      await deleteThread(entry.id);
+    } catch (err) {
+      this.showFailure(describeFailure(err));
+      return;
+    }
+    this.threads.forget(entry.id);
+    if (entry.id === this.threads.current?.id) this.newDraft(entry.graphId);
+    else this.saveThreads();
+  }
+
+  /** The open thread had activity: it moves up the list (a draft joins it). */
+  private touchThread(): void {
+    const entry = this.threads.touch(Date.now());
+    if (!entry) return;
+    store.currentThread.set(entry.id);
+    this.saveThreads();
+  }
+
+  private defaultGraph(): string {
+    const last = store.lastGraph.get();
+    if (last && this.graphs.some((g) => g.id === last)) return last;
+    return this.graphs[0]?.id ?? "weather";
+  }
+
+  private graphInfo(id: string): GraphInfo | undefined {
+    return this.graphs.find((g) => g.id === id);
+  }
+
+  private async loadGraphs(): Promise<boolean> {
+    try {
+      this.graphs = await listGraphs();
+    } catch (err) {
+      this.view.clear();
+      this.showFailure(describeFailure(err), { label: t.retry, run: () => void this.start() });
+      return false;
+    } finally {
+      this.agentPicker.hidden = !this.graphs.length;
+    }
+    if (!this.graphs.length) {
+      this.view.clear();
+      this.view.notice("error", t.noAgents);
+      return false;
+    }
+    return true;
+  }
+
+  private pickAgent(graphId: string): void {
+    store.lastGraph.set(graphId);
+    const entry = this.threads.current;
+    if (entry && !this.threads.known(entry.id) && !this.runs.any) {
+      entry.graphId = graphId;
+      this.view.showWelcome(this.graphInfo(graphId), (text) => void this.send(text));
+      this.setCurrent(entry);
+    } else {
+      this.newDraft(graphId);
+    }
+  }
+
+  // --- the open thread -------------------------------------------------------------
+
+  private setCurrent(entry: ThreadEntry): void {
+    this.threads.current = entry;
+    store.currentThread.set(this.threads.known(entry.id) ? entry.id : null);
+    this.title.textContent = entry.title || t.newThread;
+    if (this.graphs.length) renderGraphs(this.agentSelect, this.graphs, entry.graphId);
+    this.saveThreads();
+  }
+
+  /** A fresh conversation with `graphId`; it joins the list once its first message is sent. */
+  private newDraft(graphId = this.defaultGraph()): void {
+    this.runs.detach();
+    this.loading += 1;
+    this.questions.clear();
+    this.setCurrent({ id: randomUUID(), graphId, title: "", updatedAt: Date.now() });
+    this.view.clear();
+    this.older.show(null, null);
+    this.view.showWelcome(this.graphInfo(graphId), (text) => void this.send(text));
+    this.composer.refresh();
+    this.composer.focus();
+  }
+
+  private async openThread(entry: ThreadEntry): Promise<void> {
+    this.runs.detach();
+    const token = ++this.loading;
+    this.questions.clear();
+    this.setCurrent(entry);
+    this.view.clear();
+    this.older.show(null, null);
+    this.composer.refresh();
+    this.messages.setAttribute("aria-busy", "true");
+    try {
+      const [thread, runs] = await Promise.all([getThread(entry.id), listRuns(entry.id)]);
+      if (token !== this.loading) return;
+      const active = runs.filter(isActive).reverse();
+      this.showThread(entry, thread, active.length > 0);
+      for (const run of active) void this.runs.join(run);
+    } catch (err) {
+      if (token !== this.loading) return;
+      this.view.clear();
+      this.showFailure(describeFailure(err), { label: t.retry, run: () => void this.openThread(entry) });
+    } finally {
+      if (token === this.loading) {
+        this.messages.removeAttribute("aria-busy");
+        this.composer.refresh();
+      }
+    }
+  }
+
+  /** The thread as the server has it; `busy`: a run is under way and will bring the rest. */
+  private showThread(entry: ThreadEntry, thread: ThreadPage | null, busy: boolean): void {
+    this.view.clear();
+    if (!busy && (!thread || (!thread.messages.length && !thread.interrupts.length))) {
+      this.view.showWelcome(this.graphInfo(entry.graphId), (text) => void this.send(text));
+      return;
+    }
+    if (thread?.graphId && thread.graphId !== entry.graphId) {
+      entry.graphId = thread.graphId;
+      this.setCurrent(entry);
+    }
+    renderHistory(this.view, thread?.messages ?? [], !busy);
+    // A run under way asks its own questions, in its RUN_FINISHED, if it stops for them.
+    if (!busy) this.showInterrupts(thread?.interrupts ?? []);
+    this.view.scrollToBottom();
+    // The latest page is shown; the ones before it come as the reader scrolls up.
+    this.older.show(entry.id, thread?.older ?? null);
+  }
+
+  /** The reload action of a failure on the open thread (none when no thread is open). */
+  private reloadAction(): Action | undefined {
+    const entry = this.threads.current;
+    return entry ? { label: t.reloadThread, run: () => void this.openThread(entry) } : undefined;
+  }
+
+  private showFailure(failure: Failure, action?: Action): void {
+    if (failure.kind === "auth") {
+      this.view.notice("error", failure.text, { label: t.openSettings, run: () => this.layout.openSettings() });
+      this.layout.openSettings();
+      return;
+    }
+    this.view.notice("error", failure.text, action);
+  }
+
+  // --- questions -------------------------------------------------------------------
+
+  private showInterrupts(interrupts: Interrupt[]): void {
+    const controls = interrupts.map((interrupt) => new InterruptControl(interrupt, this.interruptHandlers));
+    this.questions.replace(controls);
+    for (const control of controls) {
+      this.view.findTool(control.interrupt.toolCallId)?.setState("waiting");
+      this.view.addNode(control.el);
+    }
+    this.composer.refresh();
+    const first = this.questions.first;
+    if (first) {
+      if (this.threads.current) this.setStatus(this.threads.current.id, "waiting");
+      this.view.scrollToBottom();
+      first.focus();
+    }
+  }
+
+  /** Keep an answer; once every pending question has one, resume with all of them. */
+  private collect(control: InterruptControl, entry: ResumeEntry, summary: string, cancelled = false): void {
+    control.showError("");
+    const answer: Answer = { entry, summary, cancelled };
+    const next = this.questions.answer(control.id, answer);
+    if ("next" in next) {
+      control.setBusy(true, t.recorded(next.left));
+      // Keyboard users go on to the next question rather than back to the page's top.
+      next.next.focus();
+      return;
+    }
+    for (const c of next.batch) c.setBusy(true, t.submitting);
+    const current = this.threads.current;
+    if (current) void this.runs.start(current, { resume: next.resume }, next.batch);
+  }
+
+  // --- sending ---------------------------------------------------------------------
+
+  /** Send `text`; during a run, only with a `strategy` (else the page asks which one). */
+  private async send(text: string, strategy?: Strategy): Promise<void> {
+    const entry = this.threads.current;
+    text = text.trim();
+    if (!entry || !text || this.questions.pending) return;
+    if (this.runs.any && !strategy) {
+      this.composer.offerChoice();
+      return;
+    }
+    this.composer.hideChoice();
+    if (!this.threads.known(entry.id)) {
+      // The title the server gives a thread from its first message (it wins once listed).
+      entry.title = draftTitle(text);
+      this.title.textContent = entry.title;
+    }
+    this.touchThread();
+    store.lastGraph.set(entry.graphId);
+    const message: Message = { id: randomUUID(), role: "user", content: text };
+    const bubble = this.view.addUser(text, message.id);
+    bubble.classList.toggle("is-queued", strategy === "enqueue");
+    this.view.scrollToBottom();
+    this.composer.clear();
+    await this.runs.start(entry, { message, strategy }, [], strategy ? bubble : null);
+  }
+
+  /** "Stop and send": the server cancels the run under way and starts this one at once. */
+  private sendInstead(text: string): void {
+    const current = this.runs.first;
+    if (current && text.trim()) current.quiet = true;
+    void this.send(text, "interrupt");
+  }
+
+  // --- what runs mean for the page (RunHost) ---------------------------------------
+
+  began(live: LiveRun): void {
+    this.setStatus(live.threadId, "running");
+    for (const control of live.batch) {
+      const answer = this.questions.answerOf(control.id);
+      control.markAnswered(answer?.summary ?? "", answer?.cancelled ?? false);
+    }
+    if (live.batch.length) this.questions.clear();
+    this.composer.refresh();
+  }
+
+  ended(live: LiveRun): void {
+    const facts = live.facts;
+    if (!this.runs.onThread(live.threadId) && started(facts)) {
+      this.setStatus(live.threadId, endStatus(facts));
+      void this.refreshThreads();
+    }
+    const entry = this.threads.current;
+    if (live.reread && !this.runs.any && entry?.id === live.threadId) {
+      void this.openThread(entry);
+      return;
+    }
+    for (const card of document.querySelectorAll(".msg-assistant.streaming")) {
+      card.classList.remove("streaming");
+    }
+    this.view.settleReasoning();
+    if (facts.end?.kind === "cancelled") {
+      this.view.settleTools("stopped");
+      if (!live.quiet) this.view.notice("info", t.stopped);
+    }
+    this.composer.setRunning(this.runs.any);
+    if (this.runs.any && !this.runs.anyStarted) this.composer.setProgress(t.queued);
+    const interrupts = interruptsOf(facts);
+    if (interrupts.length) this.showInterrupts(interrupts);
+    if (started(facts)) this.touchThread();
+    if (!this.runs.any && !this.questions.pending) this.composer.focus();
+  }
+
+  failed(live: LiveRun, failure: Failure): void {
+    const { batch, input } = live;
+    if (!started(live.facts) && batch.length) {
+      // A refused answer: the interrupt is still pending, so the control stays.
+      this.questions.dropAnswers();
+      // 409: the thread moved on without this page (answered elsewhere, or busy); the
+      // server's view of it is one click away.
+      const reload = failure.kind === "conflict" ? this.reloadAction() : undefined;
+      for (const control of batch) {
+        control.setBusy(false);
+        control.showError(failure.text, reload);
+      }
+      if (failure.kind === "auth") this.layout.openSettings();
+      return;
+    }
+    this.view.settleTools("stopped");
+    if (!started(live.facts) && input.message) {
+      const bubble = this.messages.querySelector(`[data-message-id="${CSS.escape(input.message.id)}"]`);
+      bubble?.classList.remove("is-queued");
+      bubble?.classList.add("is-unsent");
+      this.composer.restore(textOf(input.message.content));
+    }
+    this.showFailure(failure, failure.kind === "auth" ? undefined : this.reloadAction());
+  }
+
+  runFailed(_live: LiveRun, failure: Failure): void {
+    this.showFailure(failure, this.reloadAction());
+  }
+
+  cancelFailed(failure: Failure): void {
+    this.showFailure(failure);
+  }
+}
