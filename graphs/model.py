@@ -9,10 +9,12 @@ answers 400 without it). The stream-shape details are in `graphs/provider_quirks
 
 from __future__ import annotations
 
+import inspect
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import openai
@@ -22,8 +24,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.messages.tool import ToolCall
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_openai import ChatOpenAI
-from openai import AsyncStream, Stream
-from openai._base_client import make_request_options
+from openai import AsyncStream, RequestOptions, Stream
 from pydantic import model_validator
 
 from graphs.provider_quirks import (
@@ -36,7 +37,7 @@ from graphs.provider_quirks import (
 )
 from graphs.settings import GraphSettings
 
-MISSING_VARIABLE = "{var} is not set: export {var} (see the README's configuration table)"
+MISSING_VARIABLE = "模型未配置：需要设置环境变量 {var}（或写入 .env），设置后重新启动再试。"
 MODEL_CALL_FAILED = "模型服务调用失败：{detail}"
 OUTPUT_TOO_LONG = (
     "模型输出达到长度上限，工具 {name} 的调用参数没有写完，本次调用未执行。"
@@ -44,6 +45,9 @@ OUTPUT_TOO_LONG = (
 )
 STREAM_CUT = "模型服务的回复在工具 {name} 的调用参数中途中断，本次调用未执行，请重试。"
 STREAM_BROKEN = "模型服务的回复在中途断开（{error}），请重试。"
+STREAM_ENDED_EARLY = (
+    "模型服务的回复没有结束标记就中断了（finish_reason 缺失），回复不完整，请重试。"
+)
 
 
 class ModelError(RuntimeError):
@@ -81,30 +85,55 @@ class ModelOutputCut(ModelError):
     """The reply ended inside a tool call's arguments; the half call is not run."""
 
 
+# What to check, by what went wrong; each names the variable that sets it.
+CHECK_URL = "请检查 OPENAI_BASE_URL"
+NOT_A_MODEL_SERVER = "该地址不是兼容 OpenAI 的模型服务，请检查 OPENAI_BASE_URL（通常以 /v1 结尾）"
+CHECK_KEY = "请检查 OPENAI_API_KEY"
+CHECK_MODEL = "请检查 OPENAI_MODEL"
+
+
 def model_call_failed(
     exc: openai.APIError, *, retries: int, redact: Callable[[str], str] = str
 ) -> ModelCallFailed:
-    """A readable error for a failed model call (no request details, no secrets).
+    """A readable error for a failed model call: the URL tried (no credentials, no query),
+    what went wrong and which variable to check; no secrets.
 
     The provider's own message is kept, through `redact`: providers echo the key they
     refused ("Incorrect API key provided: sk-...").
     """
+    url = _shown_url(exc)
     if isinstance(exc, openai.APIStatusError):
         body: Any = exc.body if isinstance(exc.body, dict) else {}
         inner = body.get("error", body)
         reason = inner.get("message") if isinstance(inner, dict) else None
-        detail = f"HTTP {exc.status_code}"
+        detail = f"{url} 回答 HTTP {exc.status_code}"
         if reason:
             detail += f"（{redact(str(reason))}）"
         if exc.status_code == 429 or exc.status_code >= 500:
             detail += f"，已重试 {retries} 次"
+        elif isinstance(inner, dict) and inner.get("code") == "model_not_found":
+            detail += f"：{CHECK_MODEL}"
+        elif exc.status_code in (404, 405):
+            detail += f"：{NOT_A_MODEL_SERVER}"
+        elif exc.status_code in (401, 403):
+            detail += f"：{CHECK_KEY}"
     elif isinstance(exc, openai.APITimeoutError):
-        detail = f"请求超时，已重试 {retries} 次"
+        detail = f"请求 {url} 超时（OPENAI_TIMEOUT），已重试 {retries} 次"
     elif isinstance(exc, openai.APIConnectionError):
-        detail = f"无法连接到模型服务，已重试 {retries} 次"
+        detail = f"无法连接到模型服务 {url}，已重试 {retries} 次：{CHECK_URL}"
     else:
         detail = type(exc).__name__
-    return ModelCallFailed(MODEL_CALL_FAILED.format(detail=detail))
+    return ModelCallFailed(MODEL_CALL_FAILED.format(detail=redact(detail)))
+
+
+def _shown_url(exc: openai.APIError) -> str:
+    """The URL the failed request went to, without credentials or query."""
+    try:
+        url = exc.request.url
+    except (AttributeError, RuntimeError):  # an error made without a request
+        return "OPENAI_BASE_URL"
+    port = f":{url.port}" if url.port else ""
+    return f"{url.scheme}://{url.host}{port}{url.path}"
 
 
 def make_model(settings: GraphSettings) -> ChatOpenAI:
@@ -124,6 +153,8 @@ def make_model(settings: GraphSettings) -> ChatOpenAI:
         temperature=0,
         max_retries=settings.openai_max_retries,
         timeout=settings.openai_timeout_s,
+        # Streamed replies report usage too: the context budget counts by it (graphs/window.py).
+        stream_usage=True,
     )
 
 
@@ -142,8 +173,19 @@ def shared_model(settings: GraphSettings) -> ChatOpenAI:
     return _shared[1]
 
 
-# What langchain-openai may pass to `create` that is a request option, not a body field.
-_OPTIONS = ("extra_headers", "extra_query", "extra_body", "timeout")
+def _request_options(params: dict[str, Any]) -> RequestOptions:
+    """What `create` sends beside the body, taken out of `params`: its own auth (the API
+    key) and the caller's extras, as the SDK's public `RequestOptions`."""
+    options: RequestOptions = {"security": {"bearer_auth": True}}
+    if (headers := params.pop("extra_headers", None)) is not None:
+        options["headers"] = headers
+    if (query := params.pop("extra_query", None)) is not None:
+        options["params"] = query
+    if (extra := params.pop("extra_body", None)) is not None:
+        options["extra_json"] = extra
+    if "timeout" in params:
+        options["timeout"] = params.pop("timeout")
+    return options
 
 
 class _PlainChunks:
@@ -152,8 +194,10 @@ class _PlainChunks:
     The SDK's `create` walks every request's messages and tools through their type
     annotations, and builds a pydantic object per streamed chunk that langchain-openai
     turns straight back into a dict (`model_dump`): together about a fifth of a run's
-    CPU. A streamed request here skips both; the HTTP client, retries, errors and SSE
-    parsing stay the SDK's. Everything else goes to the SDK's own resource.
+    CPU, and the transform grows with the thread. A streamed request here skips both, a
+    whole reply (`with_raw_response.create`, as langchain-openai asks for one) the
+    transform; the HTTP client, retries, errors and SSE parsing stay the SDK's.
+    Everything else goes to the SDK's own resource.
     """
 
     def __init__(self, completions: Any, client: Any, *, is_async: bool) -> None:
@@ -164,18 +208,56 @@ class _PlainChunks:
     def create(self, **params: Any) -> Any:
         if not params.get("stream"):
             return self._completions.create(**params)
-        options = {key: params.pop(key) for key in _OPTIONS if key in params}
+        options = _request_options(params)
         return self._client.post(
             "/chat/completions",
             body=params,
-            options=make_request_options(**options, security={"bearer_auth": True}),
+            options=options,
             cast_to=object,
             stream=True,
             stream_cls=self._stream_cls,
         )
 
+    @property
+    def with_raw_response(self) -> _WholeReplies:
+        """What langchain-openai asks whole replies of: posted as they are, the reply a dict."""
+        return _WholeReplies(self)
+
+    def post_whole(self, params: dict[str, Any]) -> Any:
+        """A whole (not streamed) reply to `params`, as the JSON it was."""
+        options = _request_options(params)
+        return self._client.post("/chat/completions", body=params, options=options, cast_to=object)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._completions, name)
+
+
+class _WholeReplies:
+    """`with_raw_response` of `_PlainChunks`: a whole reply skips the SDK's request
+    transform too, which walks the whole history and grows with the thread."""
+
+    def __init__(self, chunks: _PlainChunks) -> None:
+        self._chunks = chunks
+
+    def create(self, **params: Any) -> Any:
+        if params.get("stream"):
+            return self._chunks._completions.with_raw_response.create(**params)
+        reply = self._chunks.post_whole(params)
+        return _parsed_later(reply) if inspect.isawaitable(reply) else _Parsed(reply)
+
+
+class _Parsed:
+    """The part of the SDK's raw response langchain-openai reads: `parse()`."""
+
+    def __init__(self, body: Any) -> None:
+        self._body = body
+
+    def parse(self) -> Any:
+        return self._body
+
+
+async def _parsed_later(reply: Awaitable[Any]) -> _Parsed:
+    return _Parsed(await reply)
 
 
 class OpenAICompatibleChat(ChatOpenAI):
@@ -229,17 +311,20 @@ class OpenAICompatibleChat(ChatOpenAI):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        repair = _StreamRepair()
-        try:
-            async for raw in super()._astream(messages, stop, None, **kwargs):
-                chunk = repair.chunk(raw)
-                if run_manager:
-                    await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
-                yield chunk
-        except (httpx.TransportError, openai.APIConnectionError) as exc:
-            if not repair.started:
-                raise  # the request itself failed: the client's error, already retried
-            raise ModelCallFailed(STREAM_BROKEN.format(error=type(exc).__name__)) from exc
+        retries = self.max_retries or 0
+        for attempt in range(retries + 1):
+            repair = _StreamRepair()
+            try:
+                async for raw in super()._astream(messages, stop, None, **kwargs):
+                    chunk = repair.chunk(raw)
+                    if run_manager:
+                        await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+                    yield chunk
+            except (httpx.TransportError, openai.APIConnectionError) as exc:
+                repair.ask_again_after(exc, last=attempt == retries)
+                continue
+            if repair.is_final(last=attempt == retries):
+                break
         tail = repair.finish()
         if tail is not None:
             if run_manager:
@@ -253,17 +338,20 @@ class OpenAICompatibleChat(ChatOpenAI):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        repair = _StreamRepair()
-        try:
-            for raw in super()._stream(messages, stop, None, **kwargs):
-                chunk = repair.chunk(raw)
-                if run_manager:
-                    run_manager.on_llm_new_token(chunk.text, chunk=chunk)
-                yield chunk
-        except (httpx.TransportError, openai.APIConnectionError) as exc:
-            if not repair.started:
-                raise  # the request itself failed: the client's error, already retried
-            raise ModelCallFailed(STREAM_BROKEN.format(error=type(exc).__name__)) from exc
+        retries = self.max_retries or 0
+        for attempt in range(retries + 1):
+            repair = _StreamRepair()
+            try:
+                for raw in super()._stream(messages, stop, None, **kwargs):
+                    chunk = repair.chunk(raw)
+                    if run_manager:
+                        run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+                    yield chunk
+            except (httpx.TransportError, openai.APIConnectionError) as exc:
+                repair.ask_again_after(exc, last=attempt == retries)
+                continue
+            if repair.is_final(last=attempt == retries):
+                break
         tail = repair.finish()
         if tail is not None:
             if run_manager:
@@ -275,8 +363,11 @@ class OpenAICompatibleChat(ChatOpenAI):
         response: dict[str, Any] | openai.BaseModel,
         generation_info: dict[str, Any] | None = None,
     ) -> ChatResult:
-        result = super()._create_chat_result(response, generation_info)
         raw = response if isinstance(response, dict) else response.model_dump()
+        if not isinstance(raw.get("choices"), list) and not raw.get("error"):
+            # JSON, but not a completion (a proxy's or another API's answer).
+            raise ModelReplyUnreadable(REPLY_UNREADABLE)
+        result = super()._create_chat_result(response, generation_info)
         for generation, choice in zip(result.generations, raw.get("choices") or [], strict=False):
             message = generation.message
             if not isinstance(message, AIMessage):
@@ -299,12 +390,24 @@ class OpenAICompatibleChat(ChatOpenAI):
         self, input_: LanguageModelInput, *, stop: list[str] | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         payload: dict[str, Any] = super()._get_request_payload(input_, stop=stop, **kwargs)
+        if "max_completion_tokens" in payload and not is_openai_endpoint(self.openai_api_base):
+            # langchain-openai sends OpenAI's name for the reply cap; vLLM, llama.cpp,
+            # Ollama, DeepSeek and DashScope read `max_tokens`.
+            payload["max_tokens"] = payload.pop("max_completion_tokens")
         messages = self._convert_input(input_).to_messages()
         entries = payload.get("messages")
         if isinstance(entries, list) and len(entries) == len(messages):
             for message, entry in zip(messages, entries, strict=True):
                 echo_reasoning(message, entry)
         return payload
+
+
+def is_openai_endpoint(base_url: str | None) -> bool:
+    """Whether `base_url` is OpenAI's own API (or Azure's), which takes `max_completion_tokens`."""
+    if not base_url:
+        return True
+    host = urlsplit(base_url).hostname or ""
+    return host == "api.openai.com" or host.endswith(".openai.azure.com")
 
 
 def echo_reasoning(message: BaseMessage, entry: dict[str, Any]) -> None:
@@ -327,12 +430,36 @@ class _StreamRepair:
         self._calls = ToolCallDeltas()
         self._finish_reason: str | None = None
         self.started = False
+        # Whether a reader has seen part of the reply: once it has, the stream cannot be
+        # asked again without showing the reply twice.
+        self.shown = False
+
+    @property
+    def ended(self) -> bool:
+        """Whether the server said the reply was over (a `finish_reason`)."""
+        return self._finish_reason is not None
+
+    def ask_again_after(self, exc: Exception, *, last: bool) -> None:
+        """Return when the stream `exc` broke may be asked again (it showed nothing and
+        this was not the `last` try); raise otherwise."""
+        if not self.started:
+            raise exc  # the request itself failed: the client's error, already retried
+        if self.shown or last:
+            raise ModelCallFailed(STREAM_BROKEN.format(error=type(exc).__name__)) from exc
+
+    def is_final(self, *, last: bool) -> bool:
+        """Whether the stream that ended stands (`finish` judges it) rather than being
+        asked again: it finished, showed something, carried nothing at all, or was `last`."""
+        return self.ended or self.shown or not self.started or last
 
     def chunk(self, generation: ChatGenerationChunk) -> ChatGenerationChunk:
         self.started = True
         message = generation.message
         if not isinstance(message, AIMessageChunk):
             return generation
+        self.shown = self.shown or bool(
+            message.content or message.tool_call_chunks or message.additional_kwargs
+        )
         reason = (generation.generation_info or {}).get("finish_reason")
         if reason:
             self._finish_reason = str(reason)
@@ -360,11 +487,15 @@ class _StreamRepair:
         return ChatGenerationChunk(message=repaired, generation_info=generation.generation_info)
 
     def finish(self) -> ChatGenerationChunk | None:
-        """What the stream still held; raises ModelOutputCut for a call left unfinished."""
+        """What the stream still held; raises ModelOutputCut for a call left unfinished and
+        ModelCallFailed for a reply that ended without a `finish_reason` (the connection
+        closed early: what came is a fragment, not the answer)."""
         cut = self._calls.incomplete(self._finish_reason)
         if cut is not None:
             template = OUTPUT_TOO_LONG if self._finish_reason == "length" else STREAM_CUT
             raise ModelOutputCut(template.format(name=cut.name or "?"))
+        if self.started and not self.ended:
+            raise ModelCallFailed(STREAM_ENDED_EARLY)
         thought, text = self._think.flush()
         if not thought and not text:
             return None

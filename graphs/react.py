@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Annotated, Any, Final, Literal, TypedDict
+from typing import Annotated, Any, Final, Literal, NotRequired, TypedDict
 
 import openai
-from langchain_core.language_models import LanguageModelInput
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.messages import AIMessage, AnyMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.managed import RemainingSteps
 from langgraph.types import Send
 
+from graphs.budget import BoundModel, ContextBudget
+from graphs.context import Summary, Wire
 from graphs.model import (
     REPLY_UNREADABLE,
     ModelReplyUnreadable,
@@ -45,6 +46,8 @@ STEP_LIMIT = (
 class AgentState(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
     remaining_steps: RemainingSteps
+    # The turns no longer sent to the model, summarised (graphs/context.py).
+    summary: NotRequired[Summary]
 
 
 def build_react_graph(
@@ -60,8 +63,9 @@ def build_react_graph(
     load_tools = tools if callable(tools) else _static(tools)
     load_prompts(tuple(prompts))  # file reads belong to start-up, not to a run
     models = _ModelCache()
+    budget = ContextBudget(settings)
 
-    async def agent(state: AgentState, config: RunnableConfig) -> dict[str, list[AnyMessage]]:
+    async def agent(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         turns = sum(isinstance(m, AIMessage) for m in current_run(state["messages"]))
         if turns >= settings.agent_max_steps or state["remaining_steps"] <= 2:
             return {"messages": [AIMessage(STEP_LIMIT.format(steps=turns))]}
@@ -69,10 +73,12 @@ def build_react_graph(
             toolset = await load_tools()
         except ToolsetUnavailable as exc:  # its reason may quote what a server echoed
             return {"messages": [AIMessage(redactor_for(settings)(str(exc)))]}
-        system = SystemMessage(render_prompt(tuple(prompts)))
         model = models.bound(settings, toolset)
         try:
-            response = await model.ainvoke([system, *state["messages"]], config)
+            system = render_prompt(tuple(prompts))
+            answer = await budget.call(
+                model, system, state["messages"], state.get("summary"), config
+            )
         except openai.APIError as exc:
             raise model_call_failed(
                 exc, retries=settings.openai_max_retries, redact=redactor_for(settings)
@@ -81,14 +87,13 @@ def build_react_graph(
             if is_unreadable_reply(exc):
                 raise ModelReplyUnreadable(REPLY_UNREADABLE) from exc
             raise
-        assert isinstance(response, AIMessage)
-        return {"messages": [repair_misplaced_tool_calls(response)]}
+        return {"messages": [repair_misplaced_tool_calls(answer.message)], **answer.state}
 
     def should_continue(state: AgentState) -> list[Send] | Literal["agent", "__end__"]:
         last = state["messages"][-1]
         if isinstance(last, AIMessage) and needs_retry(last):
             return AGENT_NODE  # a text-mode reply that did not parse: the model reads why
-        if not isinstance(last, AIMessage) or not last.tool_calls:
+        if not isinstance(last, AIMessage) or not (last.tool_calls or last.invalid_tool_calls):
             return "__end__"
         max_calls = settings.agent_max_calls_per_tool
         return [
@@ -128,17 +133,17 @@ class _ModelCache:
 
     def __init__(self) -> None:
         self._key: tuple[GraphSettings, Sequence[BaseTool]] | None = None
-        self._model: Runnable[LanguageModelInput, BaseMessage] | None = None
+        self._model: BoundModel | None = None
 
-    def bound(
-        self, settings: GraphSettings, toolset: Sequence[BaseTool]
-    ) -> Runnable[LanguageModelInput, BaseMessage]:
+    def bound(self, settings: GraphSettings, toolset: Sequence[BaseTool]) -> BoundModel:
         key = self._key
         if self._model is None or key is None or key[0] is not settings or key[1] is not toolset:
             model = shared_model(settings)
             if settings.agent_tool_calling == "text":
-                self._model = text_mode_model(model, toolset)
+                text = text_mode_model(model, toolset)
+                self._model = BoundModel(text, model, Wire.text_mode(text.instructions))
             else:
-                self._model = model.bind_tools(list(toolset))
+                tools = list(toolset)
+                self._model = BoundModel(model.bind_tools(tools), model, Wire.native(tools))
             self._key = (settings, toolset)
         return self._model

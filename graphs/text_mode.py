@@ -39,8 +39,10 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.tool import ToolCall, tool_call_chunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.constants import TAG_NOSTREAM
 
 from graphs.provider_quirks import REASONING_KEY, new_call_id
 from prompts import render_template
@@ -49,6 +51,14 @@ OBSERVATION: Final = "Observation:"
 STOP: Final = [OBSERVATION]
 # Where the model's own text ends: the stop sequence, also with a full-width colon.
 _CUTS: Final = (OBSERVATION, "Observation：")
+
+# The wrapped model's own call, made through its public interface so that its callbacks,
+# rate limiter and traces see the request it really sends (in the caller's run, as
+# LangChain passes it on). Its raw text ("Thought: ...") stays out of LangGraph's
+# `messages` stream, which gets the parsed chunks, and observers that count model calls
+# know it is part of this model's call, not another one.
+WRAPPED_CALL: Final = "text_mode:wrapped"
+WRAPPED: Final[RunnableConfig] = {"tags": [TAG_NOSTREAM, WRAPPED_CALL]}
 
 # In a reply that did not parse: the observation the model reads next, and its raw text.
 FORMAT_ERROR_KEY: Final = "format_error"
@@ -108,7 +118,7 @@ class TextModeModel(BaseChatModel):
     @property
     def _identifying_params(self) -> dict[str, Any]:
         # The wrapped model's name and parameters, for callbacks, traces and metrics.
-        return {**self.model._identifying_params, "tool_calling": "text"}
+        return {**self.model.asdict(), "tool_calling": "text"}
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
         return self.model._get_ls_params(stop=stop, **kwargs)
@@ -122,8 +132,8 @@ class TextModeModel(BaseChatModel):
     ) -> AsyncIterator[ChatGenerationChunk]:
         parser = ReActParser()
         request = to_text_turns(messages, self.instructions)
-        async for raw in self.model._astream(request, stop=list(STOP), **kwargs):
-            chunk = parser.chunk(raw)
+        async for raw in self.model.astream(request, WRAPPED, stop=list(STOP), **kwargs):
+            chunk = parser.chunk(ChatGenerationChunk(message=raw))
             if run_manager:
                 await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk
@@ -141,8 +151,8 @@ class TextModeModel(BaseChatModel):
     ) -> Iterator[ChatGenerationChunk]:
         parser = ReActParser()
         request = to_text_turns(messages, self.instructions)
-        for raw in self.model._stream(request, stop=list(STOP), **kwargs):
-            chunk = parser.chunk(raw)
+        for raw in self.model.stream(request, WRAPPED, stop=list(STOP), **kwargs):
+            chunk = parser.chunk(ChatGenerationChunk(message=raw))
             if run_manager:
                 run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk
@@ -159,7 +169,7 @@ class TextModeModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         request = to_text_turns(messages, self.instructions)
-        return _parsed(await self.model._agenerate(request, stop=list(STOP), **kwargs))
+        return _parsed(await self.model.ainvoke(request, WRAPPED, stop=list(STOP), **kwargs))
 
     def _generate(
         self,
@@ -169,14 +179,13 @@ class TextModeModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         request = to_text_turns(messages, self.instructions)
-        return _parsed(self.model._generate(request, stop=list(STOP), **kwargs))
+        return _parsed(self.model.invoke(request, WRAPPED, stop=list(STOP), **kwargs))
 
 
-def _parsed(result: ChatResult) -> ChatResult:
+def _parsed(reply: BaseMessage) -> ChatResult:
     """A whole reply, parsed as if it had streamed in one chunk."""
-    generation = result.generations[0]
     parser = ReActParser()
-    head = parser.chunk(ChatGenerationChunk(message=_as_chunk(generation.message)))
+    head = parser.chunk(ChatGenerationChunk(message=_as_chunk(reply)))
     merged = head.message + parser.last_chunk().message
     assert isinstance(merged, AIMessageChunk)
     message = AIMessage(
@@ -188,12 +197,9 @@ def _parsed(result: ChatResult) -> ChatResult:
             for call in merged.tool_calls
         ],
         usage_metadata=merged.usage_metadata,
-        id=generation.message.id,
+        id=reply.id,
     )
-    return ChatResult(
-        generations=[ChatGeneration(message=message, generation_info=generation.generation_info)],
-        llm_output=result.llm_output,
-    )
+    return ChatResult(generations=[ChatGeneration(message=message)])
 
 
 def _as_chunk(message: BaseMessage) -> AIMessageChunk:

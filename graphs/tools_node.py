@@ -39,6 +39,7 @@ TOOL_CAP_REACHED = (
 )
 UNKNOWN_TOOL = "错误：没有名为 {name} 的工具。可用工具：{available}。"
 INVALID_ARGS = "错误：调用 {name} 的参数无效：{error}。请按工具的参数说明重新调用。"
+NOT_AN_OBJECT = "参数不是合法的 JSON 对象"
 TOOL_TIMEOUT = "错误：{name} 执行超时（超过 {seconds:g} 秒），已放弃本次调用。"
 TOOL_FAILED = "错误：{name} 执行失败：{error}。"
 USER_DECLINED = "用户拒绝执行 {name}：该工具没有运行。"
@@ -108,7 +109,8 @@ def _signature(call: ToolCall) -> str:
 
 
 def plan_tool_tasks(messages: Sequence[AnyMessage], *, max_calls_per_tool: int) -> list[ToolTask]:
-    """Turn the last AI message's calls into tasks, refusing repeats and over-cap calls."""
+    """Turn the last AI message's calls into tasks, refusing repeats, over-cap calls and
+    calls whose arguments did not parse (`invalid_tool_calls`)."""
     run = current_run(messages)
     last = run[-1]
     assert isinstance(last, AIMessage)
@@ -131,6 +133,12 @@ def plan_tool_tasks(messages: Sequence[AnyMessage], *, max_calls_per_tool: int) 
         counts[name] += 1
         seen.add(signature)
         tasks.append(task)
+    for bad in last.invalid_tool_calls:
+        # Arguments that are not a JSON object: the model reads why and may call again.
+        name = bad.get("name") or "?"
+        call = ToolCall(name=name, args={}, id=bad.get("id") or "", type="tool_call")
+        why = INVALID_ARGS.format(name=name, error=NOT_AN_OBJECT)
+        tasks.append(ToolTask(call=call, refusal=Refusal(outcome="invalid_args", message=why)))
     return tasks
 
 

@@ -6,7 +6,8 @@ A reply is a list of `AIMessageChunk`s, so a test decides exactly how text and
 `tool_call_chunks` (`index`, `id`, `name`, `args` pieces) arrive. Streamed calls
 (`_astream`) yield the chunks one by one; whole calls (`_generate`) merge them into one
 `AIMessage`. Every call's messages are kept in `model.calls`; `bind_tools` returns the
-model itself. The helpers below build the chunk shapes providers are seen to send.
+model itself. Once `replies` run out, `fallback` (when set) makes each reply from the
+call's messages. The helpers below build the chunk shapes providers are seen to send.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class ScriptedChatModel(BaseChatModel):
 
     replies: list[Reply]
     calls: list[list[BaseMessage]] = Field(default_factory=list)
+    fallback: Callable[[list[BaseMessage]], Reply] | None = None
 
     @property
     def _llm_type(self) -> str:
@@ -56,6 +58,8 @@ class ScriptedChatModel(BaseChatModel):
 
     def _next(self, messages: list[BaseMessage]) -> Reply:
         self.calls.append(list(messages))
+        if not self.replies and self.fallback is not None:
+            return self.fallback(list(messages))
         if not self.replies:
             raise AssertionError(OUT_OF_SCRIPT.format(n=len(self.calls)))
         # Copies: LangChain sets ids and metadata on the chunks it is given.

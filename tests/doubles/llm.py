@@ -6,6 +6,13 @@ Each request to `POST /v1/chat/completions` consumes the next turn, streamed as 
 `chat.completion.chunk`s when the request says `stream: true`, else one JSON
 `chat.completion`. Every request body is kept in `llm.requests`.
 
+A context window (`llm.limit_context(n, wording=...)`, `tests/doubles/context_limits.py`)
+makes the double count each prompt with its own tokenizer, report the count as
+`usage.prompt_tokens` and refuse a too long request the way that provider does, without
+using up a turn. `serve_props`, `serve_models` and `serve_ollama_show` answer the
+window questions of llama.cpp (`GET /props`), vLLM (`GET /v1/models`) and Ollama
+(`POST /api/show`); `discovery_requests` lists what was asked.
+
 Provider conformance: a turn can be shaped as a real endpoint streams it
 (`provider(turn, call_shape=...)`, `deepseek(...)`, `ollama_calls(...)`, `cut_off(...)`,
 `think(...)`, `honoring_stop(...)`); see the `Turn` fields below. `react(...)` writes a
@@ -31,7 +38,10 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from tests.doubles._server import ServedDouble, ServerThread
+from tests.doubles.context_limits import ContextLimit, TokenCount, too_long
 
+# What `usage.prompt_tokens` says when no window counts the prompt.
+DEFAULT_PROMPT_TOKENS = 10
 OUT_OF_SCRIPT = "ScriptedLLM: script ran out at request #{n} (add a turn with llm.script(...))"
 HANG_RELEASED = "ScriptedLLM: the hanging reply was released before it finished"
 
@@ -279,6 +289,12 @@ def react(
     return text("\n".join(lines), chunk_size=chunk_size)
 
 
+def refused_as_too_long(wording: str, window: int, prompt: int, completion: int = 0) -> Turn:
+    """A refusal of the request as too long, in the real words of `wording`'s provider."""
+    status, body = too_long(wording, window, prompt, completion)
+    return Turn(status=status, error_body=body, should_retry=False)
+
+
 def honoring_stop(turn: Turn) -> Turn:
     """`turn` cut at the request's first stop sequence, as real endpoints do."""
     return replace(turn, honor_stop=True)
@@ -292,6 +308,13 @@ class _State:
     turns: deque[Turn] = field(default_factory=deque)
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
+    limit: ContextLimit | None = None
+    refused: list[dict[str, Any]] = field(default_factory=list)
+    prompt_tokens: list[int] = field(default_factory=list)
+    discovery: list[str] = field(default_factory=list)
+    props: dict[str, Any] | None = None
+    max_model_len: int | None = None
+    ollama_show: dict[str, Any] | None = None
 
 
 class ScriptedLLM(ServedDouble):
@@ -305,6 +328,8 @@ class ScriptedLLM(ServedDouble):
             routes=[
                 Route("/v1/chat/completions", self._completions, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
+                Route("/props", self._props, methods=["GET"]),
+                Route("/api/show", self._ollama_show, methods=["POST"]),
             ]
         )
         self._server = ServerThread(app)
@@ -331,6 +356,47 @@ class ScriptedLLM(ServedDouble):
     def release(self) -> None:
         """Let the replies held or hanging now go on (a later one waits again)."""
         self._server.release_hangs()
+
+    def limit_context(
+        self, tokens: int, *, wording: str = "llama.cpp", count: TokenCount | None = None
+    ) -> None:
+        """Enforce a window of `tokens`, refusing in `wording` (see `context_limits`)."""
+        limit = ContextLimit(tokens, wording, count or TokenCount())
+        with self._lock:
+            self._state.limit = limit
+
+    def serve_props(self, props: dict[str, Any]) -> None:
+        """Answer llama.cpp's `GET /props` with `props` (unset: 404)."""
+        with self._lock:
+            self._state.props = props
+
+    def serve_models(self, max_model_len: int) -> None:
+        """List the model in `GET /v1/models` with vLLM's `max_model_len`."""
+        with self._lock:
+            self._state.max_model_len = max_model_len
+
+    def serve_ollama_show(self, shown: dict[str, Any]) -> None:
+        """Answer Ollama's `POST /api/show` with `shown` (unset: 404)."""
+        with self._lock:
+            self._state.ollama_show = shown
+
+    @property
+    def refused(self) -> list[dict[str, Any]]:
+        """The request bodies refused as too long by `limit_context`'s window."""
+        with self._lock:
+            return list(self._state.refused)
+
+    @property
+    def prompt_tokens(self) -> list[int]:
+        """Each request's prompt as the window counts it (refused ones too)."""
+        with self._lock:
+            return list(self._state.prompt_tokens)
+
+    @property
+    def discovery_requests(self) -> list[str]:
+        """`METHOD /path` of every window question asked (props, models, show)."""
+        with self._lock:
+            return list(self._state.discovery)
 
     @property
     def pending(self) -> int:
@@ -386,20 +452,62 @@ class ScriptedLLM(ServedDouble):
 
     # --- HTTP ------------------------------------------------------------------------
 
+    def _asked(self, request: Request) -> _State:
+        with self._lock:
+            self._state.discovery.append(f"{request.method} {request.url.path}")
+            return self._state
+
     async def _models(self, request: Request) -> Response:
-        return JSONResponse(
-            {
-                "object": "list",
-                "data": [{"id": "test-model", "object": "model", "owned_by": "test"}],
-            }
-        )
+        model: dict[str, Any] = {"id": "test-model", "object": "model", "owned_by": "test"}
+        length = self._asked(request).max_model_len
+        if length is not None:
+            model["max_model_len"] = length
+        return JSONResponse({"object": "list", "data": [model]})
+
+    async def _props(self, request: Request) -> Response:
+        props = self._asked(request).props
+        if props is None:
+            return JSONResponse(_error_body("File Not Found", "not_found_error"), 404)
+        return JSONResponse(props)
+
+    async def _ollama_show(self, request: Request) -> Response:
+        shown = self._asked(request).ollama_show
+        if shown is None:
+            return Response("404 page not found", status_code=404)
+        return JSONResponse(shown)
+
+    def _measured(
+        self, body: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[Response | None, int]:
+        """The window's refusal of `body` (recorded as a request, no turn used) or None,
+        and the prompt tokens to report."""
+        with self._lock:
+            limit = self._state.limit
+            if limit is None:
+                return None, DEFAULT_PROMPT_TOKENS
+            counted = limit.count.prompt(body)
+            self._state.prompt_tokens.append(counted)
+            refusal = limit.refusal(body)
+            if refusal is None:
+                return None, counted
+            self._state.requests.append(body)
+            self._state.headers.append(headers)
+            self._state.refused.append(body)
+            self._lock.notify_all()
+        status, error_body = refusal
+        turn = Turn(status=status, error_body=error_body, should_retry=False)
+        return _error_response(turn), counted
 
     async def _completions(self, request: Request) -> Response:
         try:
             body = await request.json()
         except json.JSONDecodeError:
             return JSONResponse(_error_body("invalid JSON body", "invalid_request_error"), 400)
-        turn, n = self._next_turn(body, {k.lower(): v for k, v in request.headers.items()})
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        refused, prompt_tokens = self._measured(body, headers)
+        if refused is not None:
+            return refused
+        turn, n = self._next_turn(body, headers)
         if turn.hold_s:
             await self._server.hang(turn.hold_s)
         if turn.requires_reasoning_echo:
@@ -413,7 +521,9 @@ class ScriptedLLM(ServedDouble):
             return Response(turn.garbage, media_type=kind)
         if turn.honor_stop:
             turn = _apply_stop(turn, body.get("stop"))
-        reply = _Reply(turn, model=str(body.get("model") or "test-model"), n=n)
+        reply = _Reply(
+            turn, model=str(body.get("model") or "test-model"), n=n, prompt_tokens=prompt_tokens
+        )
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             return StreamingResponse(
@@ -480,8 +590,9 @@ def _apply_stop(turn: Turn, stop: Any) -> Turn:
 class _Reply:
     """Renders one turn as OpenAI's JSON completion or its stream of chunks."""
 
-    def __init__(self, turn: Turn, *, model: str, n: int) -> None:
+    def __init__(self, turn: Turn, *, model: str, n: int, prompt_tokens: int) -> None:
         self.turn = turn
+        self.prompt_tokens = prompt_tokens
         self.model = model
         self.id = f"chatcmpl-scripted{n:04d}"
         self.created = int(time.time())
@@ -507,9 +618,9 @@ class _Reply:
         completion = len(self.turn.content) + sum(len(c.arguments) for c, _ in self.calls)
         completion_tokens = max(1, completion // 2)
         return {
-            "prompt_tokens": 10,
+            "prompt_tokens": self.prompt_tokens,
             "completion_tokens": completion_tokens,
-            "total_tokens": 10 + completion_tokens,
+            "total_tokens": self.prompt_tokens + completion_tokens,
         }
 
     def completion(self) -> dict[str, Any]:

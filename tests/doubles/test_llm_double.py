@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any
 
 import httpx
 import openai
 import pytest
-from langchain_core.messages import AIMessageChunk, HumanMessage, ToolMessage
-from langchain_openai import ChatOpenAI
+from langchain_core.messages import HumanMessage, ToolMessage
 
+from tests.doubles.context_limits import WORDINGS, TokenCount
 from tests.doubles.llm import (
     OUT_OF_SCRIPT,
     ScriptedLLM,
@@ -32,22 +31,9 @@ from tests.doubles.llm import (
     tool_call,
     tool_calls,
 )
+from tests.support.llm_client import call_parts, deltas, finish_reasons, model, raw_stream, streamed
 
 ARGS = {"location": "北京", "days": 3, "flags": ["a", "b"]}
-
-
-def model(llm: ScriptedLLM, **kwargs: Any) -> ChatOpenAI:
-    return ChatOpenAI(base_url=llm.url, api_key="test", model="test-model", **kwargs)
-
-
-async def streamed(chat: ChatOpenAI, prompt: str = "hi") -> tuple[AIMessageChunk, int]:
-    total: AIMessageChunk | None = None
-    chunks = 0
-    async for chunk in chat.astream(prompt):
-        chunks += 1
-        total = chunk if total is None else total + chunk
-    assert total is not None
-    return total, chunks
 
 
 async def test_text_reply_arrives_whole_through_ainvoke(llm: ScriptedLLM) -> None:
@@ -258,34 +244,6 @@ async def test_stopping_the_server_ends_a_hanging_reply() -> None:
 # --- provider shapes -----------------------------------------------------------------
 
 
-async def raw_stream(llm: ScriptedLLM, **body: Any) -> list[str]:
-    """The SSE `data:` payloads of one streamed request, as sent."""
-    request = {"model": "m", "messages": [], "stream": True, **body}
-    async with (
-        httpx.AsyncClient() as client,
-        client.stream("POST", f"{llm.url}/chat/completions", json=request) as response,
-    ):
-        return [
-            line.removeprefix("data: ")
-            async for line in response.aiter_lines()
-            if line.startswith("data: ")
-        ]
-
-
-def deltas(payloads: list[str]) -> list[dict[str, Any]]:
-    chunks = [json.loads(p) for p in payloads if p != "[DONE]"]
-    return [c["choices"][0]["delta"] for c in chunks if c["choices"]]
-
-
-def call_parts(payloads: list[str]) -> list[dict[str, Any]]:
-    return [part for delta in deltas(payloads) for part in delta.get("tool_calls", [])]
-
-
-def finish_reasons(payloads: list[str]) -> list[str]:
-    chunks = [json.loads(p) for p in payloads if p != "[DONE]"]
-    return [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1:]
-
-
 PAIR = [call("f", {"a": "xyz"}, id="c0"), call("g", {"b": "uvw"}, id="c1")]
 
 
@@ -391,3 +349,58 @@ async def test_a_think_reply_opens_its_content_with_the_block(llm: ScriptedLLM, 
     llm.script(turn)
     reply = await model(llm).ainvoke("hi")
     assert reply.content == "<think>想</think>\n\n答"
+
+
+@pytest.mark.parametrize("wording", WORDINGS)
+async def test_a_window_refuses_a_too_long_prompt_in_the_providers_words_and_keeps_the_turn(
+    llm: ScriptedLLM, wording: str
+) -> None:
+    llm.limit_context(50, wording=wording)
+    llm.script(text("短。"))
+
+    with pytest.raises(openai.BadRequestError) as refused:
+        await model(llm).ainvoke("长" * 100)
+    reply = await model(llm).ainvoke("短")
+
+    assert refused.value.status_code == 400
+    said = json.dumps(refused.value.body, ensure_ascii=False)
+    assert {
+        "openai": "context_length_exceeded",
+        "llama.cpp": "exceeds the available context size (50 tokens)",
+        "vllm": "maximum context length is 50 tokens",
+        "deepseek": "maximum context length is 50 tokens",
+        "dashscope": "Range of input length should be [1, 50]",
+    }[wording] in said
+    assert reply.content == "短。", "the refused request used no turn"
+    assert len(llm.refused) == 1
+    assert reply.usage_metadata is not None
+    assert (
+        reply.usage_metadata["input_tokens"]
+        == llm.prompt_tokens[-1]
+        == TokenCount().prompt(llm.last_request)
+    )
+
+
+async def test_the_window_questions_are_answered_as_each_server_answers_them(
+    llm: ScriptedLLM,
+) -> None:
+    async with httpx.AsyncClient(base_url=llm.url.removesuffix("/v1")) as http:
+        assert (await http.get("/props")).status_code == 404
+        assert (await http.post("/api/show", json={"model": "m"})).status_code == 404
+        llm.serve_props({"default_generation_settings": {"n_ctx": 8192}})
+        llm.serve_models(4096)
+        llm.serve_ollama_show({"model_info": {"general.architecture": "llama"}})
+        props = (await http.get("/props")).json()
+        models = (await http.get("/v1/models")).json()
+        shown = (await http.post("/api/show", json={"model": "m"})).json()
+
+    assert props["default_generation_settings"]["n_ctx"] == 8192
+    assert models["data"][0]["max_model_len"] == 4096
+    assert shown["model_info"]["general.architecture"] == "llama"
+    assert llm.discovery_requests == [
+        "GET /props",
+        "POST /api/show",
+        "GET /props",
+        "GET /v1/models",
+        "POST /api/show",
+    ]

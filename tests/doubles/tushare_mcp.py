@@ -8,6 +8,7 @@
     server.stop(); server.start()                # down, then up again on the same port
     server.echo_auth("malformed")                # tools/call answers echo the Authorization
     server.echo_auth("not_json", on="initialize")  # header (see `EchoKind`); stop_echo() ends it
+    server.methods                               # every JSON-RPC method served, in order
 
 Every HTTP request must carry `Authorization: Bearer <token>`, else 401. The data
 (tests/doubles/tushare_data.py) has real names and codes but synthetic prices.
@@ -106,15 +107,16 @@ class _RequireBearer:
             )
             await send({"type": "http.response.body", "body": body})
             return
-        if self.double._echoes and scope["method"] == "POST":
-            await self._maybe_echo(headers, scope, receive, send)
+        if scope["method"] == "POST":
+            await self._rpc(headers, scope, receive, send)
             return
         await self.app(scope, receive, send)
 
-    async def _maybe_echo(
+    async def _rpc(
         self, headers: dict[str, str], scope: Scope, receive: Receive, send: Send
     ) -> None:
-        """Answer a JSON-RPC request an echo rule matches with its echo; pass others on."""
+        """Record a JSON-RPC request's method, answer it with the echo a rule matches, or
+        pass it on."""
         chunks: list[bytes] = []
         more = True
         while more:
@@ -128,6 +130,8 @@ class _RequireBearer:
             request = json.loads(body)
         except ValueError:
             request = None
+        if isinstance(request, dict) and isinstance(request.get("method"), str):
+            self.double._record_method(request["method"])
         echo = self.double._echo_for(request)
         if echo is not None:
             answer = _echo_answer(echo, request["id"], headers.get("authorization", ""))
@@ -198,6 +202,7 @@ class TushareMCP(ServedDouble):
         self._lock = threading.Lock()
         self._calls: list[tuple[str, dict[str, Any]]] = []
         self._headers: list[dict[str, str]] = []
+        self._methods: list[str] = []
         self._live: ServerThread | None = None
         self._port = 0
         self._echoes: tuple[_Echo, ...] = ()
@@ -278,6 +283,16 @@ class TushareMCP(ServedDouble):
     def _record_headers(self, headers: dict[str, str]) -> None:
         with self._lock:
             self._headers.append(headers)
+
+    @property
+    def methods(self) -> list[str]:
+        """The JSON-RPC method of every request served, notifications included."""
+        with self._lock:
+            return list(self._methods)
+
+    def _record_method(self, method: str) -> None:
+        with self._lock:
+            self._methods.append(method)
 
     def _record_call(self, name: str, arguments: dict[str, Any]) -> None:
         with self._lock:

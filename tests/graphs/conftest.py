@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from app.core.storage import open_checkpointer
+from app.core.storage.backends import open_checkpointer
 
 
 @pytest.fixture

@@ -8,9 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.doubles.env import env_for_subprocess
+import pytest
+
 from tests.doubles.llm import ScriptedLLM, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
+from tests.support.env import env_for_subprocess
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 ROOT = Path(__file__).resolve().parents[2]
 

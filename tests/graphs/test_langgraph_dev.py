@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.doubles.env import env_for_subprocess
 from tests.doubles.llm import ScriptedLLM, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
-from tests.processes import ServerProcess
+from tests.support.env import env_for_subprocess
+from tests.support.processes import ServerProcess
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 ROOT = Path(__file__).resolve().parents[2]
 LANGGRAPH = ROOT / ".venv" / "bin" / "langgraph"
@@ -85,3 +89,32 @@ def test_langgraph_dev_serves_weather_with_interrupt_and_resume(
     assert [(r["latitude"], r["longitude"]) for r in meteo.forecast_requests] == [
         ("39.9075", "116.39723")
     ]
+
+
+def readme_sdk_snippet() -> str:
+    """The README's LangGraph SDK example, as written there."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    studio = readme[readme.index("### LangGraph Studio") :]
+    return studio[studio.index("```python\n") + len("```python\n") : studio.index("\n```\n")]
+
+
+def test_the_readme_sdk_example_runs_as_written_against_langgraph_dev(
+    dev_server: str, llm: ScriptedLLM, meteo: FakeOpenMeteo
+) -> None:
+    snippet = readme_sdk_snippet()
+    written = 'URL = "http://127.0.0.1:2024"'
+    assert written in snippet  # the one place the example names the port
+    llm.script(
+        tool_call("ask_input", {"message": "请问要查询哪个城市？", "placeholder": "北京"}),
+        tool_call("get_weather", {"location": "北京"}),
+        text("北京今天晴。"),
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", snippet.replace(written, f'URL = "{dev_server}"')],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["请问要查询哪个城市？", "北京今天晴。"]

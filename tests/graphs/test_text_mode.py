@@ -7,14 +7,22 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, ToolMessage
-from langchain_core.outputs import ChatGenerationChunk
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    ToolMessage,
+)
+from langchain_core.outputs import ChatGenerationChunk, LLMResult
 from langchain_core.tools import tool
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from graphs import tushare, weather
+from graphs.model import make_model
 from graphs.provider_quirks import REASONING_KEY
 from graphs.react import build_react_graph
 from graphs.settings import GraphSettings
@@ -24,6 +32,7 @@ from graphs.text_mode import (
     STOP,
     ReActParser,
     needs_retry,
+    text_mode_model,
     to_text_turns,
 )
 from graphs.tools_node import outcome_of
@@ -201,6 +210,46 @@ def test_history_goes_back_as_thought_action_and_observation_turns() -> None:
         ("human", "Observation: 格式错误：…"),
     ]
     assert not any(isinstance(t, ToolMessage) or getattr(t, "tool_calls", None) for t in turns)
+
+
+class SeenCalls(BaseCallbackHandler):
+    """What a model's own callback handler sees of its calls: the request and the reply."""
+
+    def __init__(self) -> None:
+        self.requests: list[list[BaseMessage]] = []
+        self.replies: list[str] = []
+
+    def on_chat_model_start(
+        self, serialized: dict[str, Any], messages: list[list[BaseMessage]], **kwargs: Any
+    ) -> None:
+        self.requests.append(messages[0])
+
+    def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
+        self.replies.append(response.generations[0][0].text)
+
+
+@pytest.mark.parametrize("streamed", [True, False])
+async def test_the_wrapped_model_runs_its_own_callbacks_on_the_text_request_it_sends(
+    llm: ScriptedLLM, streamed: bool
+) -> None:
+    seen = SeenCalls()
+    inner = make_model(GraphSettings()).model_copy(update={"callbacks": [seen]})
+    model = text_mode_model(inner, [weather_tool(GraphSettings())])
+    llm.script(react("查一下。", action="get_weather", args={"location": "北京"}))
+
+    if streamed:
+        chunks = [chunk async for chunk in model.astream([HumanMessage("北京天气")])]
+        reply = sum(chunks[1:], chunks[0])
+    else:
+        reply = await model.ainvoke([HumanMessage("北京天气")])
+
+    assert isinstance(reply, AIMessage) and reply.tool_calls[0]["name"] == "get_weather"
+    [request] = seen.requests
+    assert [m.type for m in request] == ["system", "human"]
+    assert "### get_weather" in request[0].text and "Final Answer:" in request[0].text
+    assert seen.replies == [
+        'Thought: 查一下。\nAction: get_weather\nAction Input: {"location": "北京"}'
+    ]
 
 
 # --- the weather agent over the wire -------------------------------------------------

@@ -20,10 +20,11 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, Interrupt, StreamMode
 
 from graphs import tushare
-from tests.doubles.env import PROJECT_VARS
+from graphs.tools_node import outcome_of
 from tests.doubles.llm import ScriptedLLM, call, text, tool_call, tool_calls
 from tests.doubles.tushare_mcp import TushareMCP
 from tests.graphs.support import config, say
+from tests.support.env import PROJECT_VARS
 from tools.interrupts import CANCELLED_TEXT
 from tools.mcp.toolset import TOKEN_HINT, forget_tushare_toolset
 
@@ -94,6 +95,7 @@ async def finished(graph: CompiledStateGraph, thread: str = "t1") -> bool:
 # --- import and configuration --------------------------------------------------------
 
 
+@pytest.mark.processes  # a fresh interpreter
 def test_the_graph_module_imports_and_compiles_without_token_or_network() -> None:
     script = (
         "import socket\n"
@@ -341,6 +343,34 @@ async def test_a_rate_limit_answer_reaches_the_model_as_readable_error_text(
     assert last_answer(result) == "接口限流，请稍后再试。"
 
 
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [("resolve_stock", {"name": "平安"}), ("daily", {"ts_code": "000001.SZ"})],
+)
+async def test_a_tushare_error_answer_is_a_failed_call_for_every_tushare_tool(
+    graph: CompiledStateGraph,
+    llm: ScriptedLLM,
+    server: TushareMCP,
+    tool: str,
+    arguments: dict[str, Any],
+) -> None:
+    server.shape = "error"
+    llm.script(tool_call(tool, arguments), text("接口限流。"))
+    result = await say(graph, "平安银行")
+    [message] = tool_messages(result, tool)
+    assert (message.status, outcome_of(message)) == ("error", "error")
+    assert "40203" in str(message.content)
+
+
+async def test_a_name_that_matches_no_stock_is_a_failed_resolve_stock_call(
+    graph: CompiledStateGraph, llm: ScriptedLLM, server: TushareMCP
+) -> None:
+    llm.script(tool_call("resolve_stock", {"name": "火星科技"}), text("没有找到。"))
+    result = await say(graph, "火星科技")
+    [message] = tool_messages(result, "resolve_stock")
+    assert (message.status, outcome_of(message)) == ("error", "error")
+
+
 # --- transports and failures ---------------------------------------------------------
 
 
@@ -366,7 +396,8 @@ async def test_a_server_that_is_down_is_reported_at_once_until_the_back_off_then
     server: TushareMCP,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("TUSHARE_RETRY_AFTER", "0.3")
+    # Long enough that restarting the double and asking again fit in it on a busy machine.
+    monkeypatch.setenv("TUSHARE_RETRY_AFTER", "2")
     graph = tushare.make_graph(saver)
     server.stop()
     down = await say(graph, "茅台怎么样")
@@ -480,3 +511,21 @@ async def test_dot_dot_in_a_report_title_stays_inside_the_reports_directory(
     await answer(graph, question, {"value": True})
     [saved] = reports(data_dir.parent)
     assert saved.parent == data_dir / "reports"
+
+
+async def test_a_report_that_cannot_be_written_is_a_failed_save_report_call(
+    saver: AsyncSqliteSaver,
+    llm: ScriptedLLM,
+    server: TushareMCP,
+    data_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    blocker = data_dir / "not-a-directory"
+    blocker.write_text("a file where the reports directory should be")
+    monkeypatch.setenv("AGENT_REPORTS_DIR", str(blocker / "reports"))
+    graph = tushare.make_graph(saver)
+    question = await ask_to_save(graph, saver, llm, "平安银行分析")
+    result = await answer(graph, question, {"value": True})
+    [message] = tool_messages(result, "save_report")
+    assert (message.status, outcome_of(message)) == ("error", "error")
+    assert str(message.content).startswith("报告未保存：")

@@ -13,7 +13,7 @@ import sys
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
-from app.core.storage import open_checkpointer
+from app.core.storage.backends import open_checkpointer
 from app.settings import get_settings
 from graphs.weather import make_graph
 
