@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
+import logging
+import os
 import signal
+import socket
 import sys
 from collections.abc import Sequence
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from pydantic import ValidationError
 
 from app.core.registry import GRAPH_MODULES
-from app.settings import PostgresDb, get_settings
+from app.settings import get_settings
 
 if TYPE_CHECKING:
     import uvicorn
@@ -22,6 +26,14 @@ if TYPE_CHECKING:
 
 # What each worker process of `serve --workers N` imports and calls for its app.
 WORKER_APP = "app.main:worker_app"
+
+CONFIGURATION_ERROR = "react-agent: configuration error: {where}: {what}\n"
+PORT_TAKEN = (
+    "{where} is already in use (another server?): stop it, or choose another port with "
+    "--port or PORT"
+)
+CANNOT_LISTEN = "cannot listen on {where} ({reason}): choose another address with --host or HOST"
+EXIT_CONFIGURATION = 2  # a setting, the database or the address is wrong: nothing started
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -94,29 +106,35 @@ def _positive(text: str) -> float:
     return value
 
 
-def _serve(args: argparse.Namespace) -> int:
+def _serve(args: argparse.Namespace, sock: socket.socket) -> int:
     import uvicorn
+    from uvicorn.config import STARTUP_FAILURE
 
-    from app.core.logs import configure_logging
+    from app.core.observability.logs import configure_logging
 
-    # One line per run from app.core.events; per-request lines (access log, httpx) would
+    # One line per run from app.core.runs.events; per-request lines (access log, httpx) would
     # only cost time on the hot path. AGENT_LOG_FORMAT picks text or JSON lines.
     settings = get_settings()
     configure_logging(settings)
     if args.workers > 1:
-        return _supervise(_uvicorn_config(WORKER_APP, args, workers=args.workers))
+        return _supervise(_uvicorn_config(WORKER_APP, args, workers=args.workers), sock)
 
     from app.http.server import create_app
 
     app = create_app(settings)
 
     class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            _announce(self.config, sock)  # uvicorn says it only for sockets it bound
+
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
             _begin_shutdown(app)
             super().handle_exit(sig, frame)
 
-    Server(_uvicorn_config(app, args)).run()
-    return 0
+    server = Server(_uvicorn_config(app, args))
+    server.run(sockets=[sock])
+    return 0 if server.started else STARTUP_FAILURE  # the app's start-up failed
 
 
 def _uvicorn_config(
@@ -141,7 +159,15 @@ def _uvicorn_config(
     )
 
 
-def _supervise(config: uvicorn.Config) -> int:
+def _announce(config: uvicorn.Config, sock: socket.socket) -> None:
+    """Log the address as uvicorn does for a socket it binds (clients read the port here)."""
+    host = f"[{config.host}]" if ":" in config.host else config.host
+    logging.getLogger("uvicorn.error").info(
+        "Uvicorn running on http://%s:%d (Press CTRL+C to quit)", host, sock.getsockname()[1]
+    )
+
+
+def _supervise(config: uvicorn.Config, sock: socket.socket) -> int:
     """Run `config.workers` worker processes on one socket bound here (`app.http.workers`
     spreads its connections by load); the exit status.
 
@@ -151,7 +177,7 @@ def _supervise(config: uvicorn.Config) -> int:
 
     from app.http.workers import supervise
 
-    sock = config.bind_socket()
+    _announce(config, sock)  # as uvicorn's own bind does: the children listen on it soon
     try:
         supervisor = supervise(config, sock)
     finally:
@@ -164,7 +190,7 @@ def _supervise(config: uvicorn.Config) -> int:
 
 def worker_app() -> FastAPI:
     """The app of one `serve --workers N` worker process (uvicorn calls it there)."""
-    from app.core.logs import configure_logging
+    from app.core.observability.logs import configure_logging
     from app.http.server import create_app
 
     # A spawned worker starts with nothing of the parent's: no logging, no settings.
@@ -199,42 +225,78 @@ def _begin_shutdown(app: FastAPI) -> None:
 
 
 def _database_unreachable() -> str | None:
-    """Why the PostgreSQL server AGENT_DB names refuses us (no password shown), or None.
+    """Why the database AGENT_DB names cannot be opened (no password shown), or None.
 
-    Checked before the service starts, so that a wrong URL or password is one line and
-    exit status 2, like any other configuration error. An SQLite file is made as needed.
+    Checked before the service starts, so that a wrong path, URL or password is one line
+    and exit status 2, like any other configuration error.
     """
     settings = get_settings()
-    if not isinstance(settings.agent_db, PostgresDb):
-        return None
     from app.core.errors import StorageUnavailable
-    from app.core.postgres import check
+    from app.core.storage.backends import check_database
     from tools.secrets import redactor_for
 
     try:
-        asyncio.run(check(settings.agent_db))
+        asyncio.run(check_database(settings.agent_db))
     except StorageUnavailable as exc:
         return redactor_for(settings)(exc.message)
     return None
 
 
+class NoSocket(NamedTuple):
+    """Why `serve` cannot listen: the variable to change, and the line saying so."""
+
+    variable: str
+    message: str
+
+
+def _listen(args: argparse.Namespace) -> socket.socket | NoSocket:
+    """The listening socket `serve` will accept on, or why there is none (the port taken,
+    an address not of this machine), found before anything starts."""
+    settings = get_settings()
+    host = args.host or settings.host
+    port = settings.port if args.port is None else args.port
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        if exc.errno == errno.EADDRINUSE:
+            return NoSocket("PORT", PORT_TAKEN.format(where=where))
+        return NoSocket("HOST", CANNOT_LISTEN.format(where=where, reason=exc.strerror or exc))
+    sock.set_inheritable(True)  # `--workers` children accept on it
+    return sock
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit code."""
     args = _parser().parse_args(argv)
+    if args.command == "serve" and args.host:
+        # `--host` wins over HOST for all that reads it, the Host allow-list's default
+        # (HOST plus the loopback names) included: here and in `--workers` children.
+        os.environ["HOST"] = args.host
+        get_settings.cache_clear()
     try:
         get_settings()
     except ValidationError as exc:
         for error in exc.errors(include_url=False, include_input=False):
             where = ".".join(str(part) for part in error["loc"]).upper()
-            sys.stderr.write(f"react-agent: configuration error: {where}: {error['msg']}\n")
-        return 2
+            sys.stderr.write(CONFIGURATION_ERROR.format(where=where, what=error["msg"]))
+        return EXIT_CONFIGURATION
     if args.command == "serve" or (args.command == "chat" and not args.server):
         unreachable = _database_unreachable()
         if unreachable is not None:
-            sys.stderr.write(f"react-agent: configuration error: AGENT_DB: {unreachable}\n")
-            return 2
+            sys.stderr.write(CONFIGURATION_ERROR.format(where="AGENT_DB", what=unreachable))
+            return EXIT_CONFIGURATION
     if args.command == "serve":
-        return _serve(args)
+        listening = _listen(args)
+        if isinstance(listening, NoSocket):
+            sys.stderr.write(
+                CONFIGURATION_ERROR.format(where=listening.variable, what=listening.message)
+            )
+            return EXIT_CONFIGURATION
+        return _serve(args, listening)
     if args.command == "prune":
         from app.cli import prune
 

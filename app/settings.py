@@ -19,6 +19,24 @@ BAD_DB = "use a file path, sqlite:///path or postgresql://user:password@host:por
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 # Where local files (the terminal's log) go when the database is not a local file.
 LOCAL_DATA = Path("data")
+# The names of this machine a request's Host may always give (AGENT_ALLOWED_HOSTS unset),
+# and the bind addresses that name no host of their own (every interface).
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+EVERY_INTERFACE = frozenset({"0.0.0.0", "::", "[::]", ""})
+ANY_HOST = "*"
+
+
+def host_name(value: str) -> str:
+    """A `Host` header's (or an allow-list entry's) name: lowercase, without its port or a
+    trailing dot, an IPv6 address in brackets (`[::1]`, as a Host header writes it)."""
+    text = value.strip().lower()
+    if text.startswith("["):
+        name = text.partition("]")[0] + "]"
+    elif text.count(":") > 1:  # a bare IPv6 address (HOST=::1): no port to take off
+        name = f"[{text}]"
+    else:
+        name = text.partition(":")[0]
+    return name.rstrip(".")
 
 
 class SqliteDb(BaseModel):
@@ -117,8 +135,19 @@ class Settings(GraphSettings):
     )
     agent_api_key: SecretStr | None = None
     agent_cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    agent_allowed_hosts: Annotated[list[str] | None, NoDecode] = Field(
+        None,
+        description="the names a request's Host header may give (its port aside); `*`: any; "
+        "unset: HOST (unless 0.0.0.0 or ::), localhost, 127.0.0.1 and [::1]",
+    )
     agent_max_body_bytes: int = Field(256 * 1024, ge=1024)
     agent_max_message_bytes: int = Field(32 * 1024, ge=256)
+    agent_max_queued_per_thread: int = Field(
+        10, ge=1, description="runs waiting behind a thread's active one, across processes"
+    )
+    agent_max_queued: int = Field(
+        100, ge=1, description="runs waiting in this process, over all its threads"
+    )
     agent_sse_keepalive_s: float = Field(15.0, gt=0)
     agent_run_events_ttl_s: float = Field(3600.0, gt=0)
     agent_shutdown_grace_s: float = Field(10.0, ge=0)
@@ -168,7 +197,32 @@ class Settings(GraphSettings):
             return [origin.strip() for origin in value.split(",") if origin.strip()]
         return value
 
-    # Checkpoint retention (`react-agent prune`, app.core.retention).
+    @field_validator("agent_allowed_hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: object) -> object:
+        # Comma-separated too; empty (`AGENT_ALLOWED_HOSTS=`) is unset: the default list.
+        if isinstance(value, str):
+            return [name.strip() for name in value.split(",") if name.strip()] or None
+        return value
+
+    @property
+    def allowed_hosts(self) -> frozenset[str] | None:
+        """The host names (`host_name`) a request may be addressed to; None: any.
+
+        Unset, the bind address (HOST) and this machine's loopback names: a page on
+        another site that rebinds its own name to this address is refused. Bound to every
+        interface (0.0.0.0, ::), the server cannot know the names it is reached by: only
+        the loopback names, until AGENT_ALLOWED_HOSTS names the others.
+        """
+        names = self.agent_allowed_hosts
+        if names is None:
+            bind = [] if self.host.strip() in EVERY_INTERFACE else [self.host]
+            names = [*LOCAL_HOSTS, *bind]
+        if ANY_HOST in names:
+            return None
+        return frozenset(host_name(name) for name in names)
+
+    # Checkpoint retention (`react-agent prune`, app.core.storage.retention).
     agent_prune_keep: int = Field(20, ge=1, description="checkpoints kept per thread")
     agent_prune_idle_days: float | None = Field(
         None, gt=0, description="remove threads idle this long; unset: never"

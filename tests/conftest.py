@@ -8,12 +8,14 @@ from pathlib import Path
 import pytest
 
 from app.settings import get_settings
-from tests.doubles.env import PROJECT_VARS, double_env
+from graphs.window import forget_context_windows
 from tests.doubles.llm import ScriptedLLM
 from tests.doubles.open_meteo import FakeOpenMeteo
+from tests.support.env import PROJECT_VARS, double_env
 
-# PostgreSQL for any test that asks: postgres_admin_url, postgres_url, postgres_module_url.
-pytest_plugins = ["tests.postgres"]
+# PostgreSQL for any test that asks (postgres_admin_url, postgres_url, postgres_module_url);
+# the `processes` marker, checked; llama.cpp's llama-server (llama_server).
+pytest_plugins = ["tests.support.children", "tests.support.postgres", "tests.support.llama"]
 
 
 @pytest.fixture(scope="session")
@@ -67,5 +69,6 @@ def _settings_on_doubles(
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
     get_settings.cache_clear()
+    forget_context_windows()  # a window learned from one test's double is not the next's
     yield
     get_settings.cache_clear()

@@ -6,23 +6,28 @@ unsafe characters are replaced, invisible format and control characters (such as
 U+202E, which reverses how a name reads) are dropped, the name fits a file system's
 255-byte limit with room for a `-N` suffix, and the resolved path is checked to be
 inside. The model is told the report's name within the directory, never a server path.
+A report is its user's data: the directory, when the tool creates it, is 0700 and every
+report 0600 (`tools.files`), whatever the umask. A directory that exists already (one an
+operator chose to share) keeps its mode.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import unicodedata
 from pathlib import Path
 
-from langchain_core.tools import BaseTool, tool
+from langchain_core.tools import BaseTool, ToolException, tool
 
+from tools.files import create_private, private_dir
 from tools.risk import with_risk
 from tools.settings import ReportSettings
 
 SAVED = "报告已保存：{path}（报告目录内）"
-REFUSED = "错误: 报告未保存：文件名「{name}」不在报告目录内"
-WRITE_FAILED = "错误: 报告未保存：{reason}"
+REFUSED = "报告未保存：文件名「{name}」不在报告目录内"
+WRITE_FAILED = "报告未保存：{reason}"
 DEFAULT_NAME = "report"
 MAX_NAME_CHARS = 80
 # 255 bytes per file name (ext4, APFS, NTFS in UTF-16 units), less "-999.md".
@@ -57,7 +62,7 @@ def write_report(title: str, markdown: str, directory: Path) -> Path:
     An existing report of the same title is kept; the new one gets a `-2`, `-3`... suffix.
     Raises UnsafeReportPath if the path would resolve outside `directory`.
     """
-    directory.mkdir(parents=True, exist_ok=True)
+    private_dir(directory)
     root = directory.resolve()
     stem = safe_file_name(title)
     for attempt in range(1, 1000):
@@ -66,10 +71,11 @@ def write_report(title: str, markdown: str, directory: Path) -> Path:
         if not path.is_relative_to(root) or path.parent != root:
             raise UnsafeReportPath(name)
         try:
-            with path.open("x", encoding="utf-8") as file:
-                file.write(markdown if markdown.endswith("\n") else markdown + "\n")
+            fd = create_private(path)
         except FileExistsError:
             continue
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(markdown if markdown.endswith("\n") else markdown + "\n")
         return path
     raise FileExistsError(f"too many reports named {stem!r}")
 
@@ -89,9 +95,12 @@ def report_tool(settings: ReportSettings) -> BaseTool:
         try:
             path = await asyncio.to_thread(write_report, title, markdown, directory)
         except UnsafeReportPath as exc:
-            return REFUSED.format(name=exc)
+            raise ToolException(REFUSED.format(name=exc)) from None
         except OSError as exc:
-            return WRITE_FAILED.format(reason=exc.strerror or type(exc).__name__)
+            raise ToolException(
+                WRITE_FAILED.format(reason=exc.strerror or type(exc).__name__)
+            ) from None
         return SAVED.format(path=path.name)
 
+    save_report.handle_tool_error = True  # the reason becomes the result, with status "error"
     return with_risk(save_report, "sensitive")

@@ -2,14 +2,20 @@
 
 A `Redactor` is built from the secrets a settings object holds (every `SecretStr`
 field, so a secret added later is covered without a change here). It masks any run of
-`MIN_FRAGMENT` or more characters of a secret, as written, URL-encoded or
-JSON-escaped: upstreams echo credentials whole, cut by a validator, or inside a
-quoted value. Every layer uses it: tool results before they enter the history, events
-before they are logged or sent, error bodies, thread views and every log record.
+`MIN_FRAGMENT` or more characters of a secret, as written, URL-encoded, JSON-escaped,
+base64-encoded (at any alignment: a `Basic` header encodes `user:key`) or in hex:
+upstreams echo credentials whole, cut by a validator, inside a quoted value or encoded.
+Every layer uses it: tool results before they enter the history, events before they
+are logged or sent, error bodies, thread views and every log record.
+
+A text that arrives in pieces (a streamed answer, a tool call's arguments) goes through
+a `StreamMasker`, which holds back the end of what it has seen for as long as it could
+still be the start of a secret, so a secret split across pieces is masked whole.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Iterable
@@ -19,6 +25,23 @@ from urllib.parse import quote
 from pydantic import BaseModel, SecretStr
 
 MASK = "***"
+# Keys whose values are identifiers (of threads, runs, messages, tool calls,
+# interrupts), never free text: a client chose or was given them, and a thread id that
+# happens to share eight characters with a key must come back as it was sent.
+IDENTIFIER_KEYS = frozenset(
+    {
+        "id",
+        "threadId",
+        "runId",
+        "parentRunId",
+        "messageId",
+        "parentMessageId",
+        "toolCallId",
+        "interruptId",
+        "thread_id",
+        "run_id",
+    }
+)
 MIN_FRAGMENT = 8
 # A secret shorter than a fragment is masked only where it appears whole, and only
 # from this length on: masking every "ab" would garble ordinary text.
@@ -60,10 +83,13 @@ class Redactor:
                 continue
             variants = {secret, quote(secret, safe=""), json.dumps(secret)[1:-1]}
             (forms if len(secret) >= MIN_FRAGMENT else whole).update(variants)
+            forms.update(form for form in _encoded(secret) if len(form) >= MIN_FRAGMENT)
         self._forms = sorted(forms, key=len, reverse=True)
         grams = {form[i : i + MIN_FRAGMENT] for form in forms for i in range(len(form) - 7)}
         needles = grams | whole
         self._pattern = re.compile(_trie_pattern(needles)) if needles else None
+        # What a text's end must be to be the start of a secret still to come.
+        self._starts = {needle[:k] for needle in needles for k in range(1, len(needle))}
 
     def __bool__(self) -> bool:
         return self._pattern is not None
@@ -76,24 +102,31 @@ class Redactor:
         """`text` with every secret fragment replaced by MASK."""
         if self._pattern is None or not text or self._pattern.search(text) is None:
             return text
+        return _masked(text, self._covered(text))
+
+    def _covered(self, text: str) -> bytearray:
+        """1 for each character of `text` that belongs to a secret, else 0."""
         covered = bytearray(len(text))
+        if self._pattern is None:
+            return covered
         for match in self._pattern.finditer(text):
             start, end = match.span()
             covered[start:end] = b"\x01" * (end - start)
             self._extend(text, match.group(), start, end, covered)
-        out: list[str] = []
-        index = 0
-        while index < len(text):
-            if covered[index]:
-                while index < len(text) and covered[index]:
-                    index += 1
-                out.append(MASK)
-            else:
-                stop = covered.find(1, index)
-                stop = len(text) if stop == -1 else stop
-                out.append(text[index:stop])
-                index = stop
-        return "".join(out)
+        return covered
+
+    def split(self, text: str) -> tuple[str, str]:
+        """(`text`'s start, masked, that no later text can make part of a secret; the
+        rest, unmasked, to be seen again with what follows it)."""
+        covered = self._covered(text)
+        # An end shorter than a fragment may begin a secret not yet in sight: it waits,
+        # but only if a secret does begin so (ordinary text is shown at once).
+        longest = min(MIN_FRAGMENT - 1, len(text))
+        held = next((k for k in range(longest, 0, -1) if text[-k:] in self._starts), 0)
+        cut = len(text) - held
+        while 0 < cut < len(text) and covered[cut - 1] and covered[cut]:
+            cut -= 1  # never inside a secret: it may still go on
+        return _masked(text[:cut], covered[:cut]), text[cut:]
 
     def _extend(self, text: str, piece: str, start: int, end: int, covered: bytearray) -> None:
         """Mark the longest run around text[start:end] that continues a secret."""
@@ -110,16 +143,71 @@ class Redactor:
                 at = form.find(piece, at + 1)
 
     def value(self, data: object) -> object:
-        """`data` (JSON-like: dicts, lists, strings) with every string redacted."""
+        """`data` (JSON-like: dicts, lists, strings) with every string redacted, but the
+        identifiers (`IDENTIFIER_KEYS`): secrets are masked in free text only."""
         if not self:
             return data
         if isinstance(data, str):
             return self(data)
         if isinstance(data, dict):
-            return {key: self.value(item) for key, item in data.items()}
+            return {
+                key: item if key in IDENTIFIER_KEYS else self.value(item)
+                for key, item in data.items()
+            }
         if isinstance(data, list):
             return [self.value(item) for item in data]
         return data
+
+
+def _masked(text: str, covered: bytearray) -> str:
+    """`text` with each run of covered characters replaced by one MASK."""
+    out: list[str] = []
+    index = 0
+    while index < len(text):
+        if covered[index]:
+            while index < len(text) and covered[index]:
+                index += 1
+            out.append(MASK)
+        else:
+            stop = covered.find(1, index)
+            stop = len(text) if stop == -1 else stop
+            out.append(text[index:stop])
+            index = stop
+    return "".join(out)
+
+
+def _encoded(secret: str) -> set[str]:
+    """The secret in hex and in base64 (standard and URL-safe), each part of base64 that
+    its bytes alone decide, at every alignment it may have inside a longer value."""
+    raw = secret.encode()
+    forms = {raw.hex(), raw.hex().upper()}
+    for offset in range(3):  # bytes before the secret in what was encoded
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            text = encode(b"\x00" * offset + raw).decode()
+            first = -(-offset * 8 // 6)  # the first character all of whose bits are the secret's
+            last = (offset + len(raw)) * 8 // 6
+            forms.add(text[first:last])
+    return forms
+
+
+class StreamMasker:
+    """Masks one text that arrives in pieces, as if it had come whole.
+
+    `feed(piece)` returns what may be shown of it now (perhaps nothing); `flush()` the
+    rest, once the text is complete. A secret split across pieces is masked whole.
+    """
+
+    def __init__(self, redact: Redactor) -> None:
+        self._redact = redact
+        self._held = ""
+
+    def feed(self, piece: str) -> str:
+        shown, self._held = self._redact.split(self._held + piece)
+        return shown
+
+    def flush(self) -> str:
+        held, self._held = self._held, ""
+        return self._redact(held)
 
 
 _Trie = dict[str, "_Trie"]

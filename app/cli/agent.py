@@ -17,10 +17,11 @@ from typing import Final, Protocol
 
 from ag_ui.core import BaseEvent, ResumeEntry
 
-from app.core.threads import ThreadView
+from app.core.errors import ErrorCode
+from app.core.runs.threads import PAGE_MESSAGES, ThreadPage
 
 ACTIVE: Final = frozenset({"queued", "running"})
-CANCELLED: Final = "cancelled"  # the RUN_ERROR code of a run stopped on request
+CANCELLED: Final[ErrorCode] = "cancelled"  # the RUN_ERROR code of a run stopped on request
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +60,11 @@ class Agent(Protocol):
 
     graph_id: str
 
-    async def thread(self, thread_id: str) -> ThreadView | None:
-        """The thread's messages and pending interrupts; None when it does not exist."""
+    async def thread(
+        self, thread_id: str, *, limit: int = PAGE_MESSAGES, before: str | None = None
+    ) -> ThreadPage | None:
+        """The thread's latest `limit` messages before message `before` (none: the newest)
+        and its pending interrupts; None when it does not exist."""
         ...
 
     async def under_way(self, thread_id: str) -> RunInfo | None:

@@ -17,13 +17,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from ag_ui.core import Interrupt, ResumeEntry
+from ag_ui.core import Interrupt, Message, ResumeEntry, UserMessage
 
 from app.cli.agent import Agent, RunInfo
 from app.cli.asking import EXIT_COMMANDS, Asker, Leave, payload_of
 from app.cli.following import Drawn, Ending, follow
 from app.cli.terminal import Renderer
 from app.core.errors import Conflict, NotFound, ServiceError
+from app.core.runs.threads import ThreadPage
 
 EXIT_OK: Final = 0
 EXIT_ERROR: Final = 1
@@ -38,7 +39,17 @@ NEEDS_ANSWER: Final = (
     "运行在等待回答：{questions}；标准输入不是终端，无法在这里提问。在终端中继续：{command}"
 )
 STILL_PENDING: Final = "问题仍待回答，之后继续："  # the command follows on its own line
-HISTORY_LIMIT: Final = 30
+# The turns (a user message and what answered it) an opened thread shows of its history.
+HISTORY_TURNS: Final = 20
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """The end of a thread's history that the terminal shows, and how many messages it leaves
+    out before that."""
+
+    messages: list[Message]
+    older: int = 0
 
 
 @dataclass(slots=True)
@@ -48,6 +59,17 @@ class Opening:
     pending: list[Interrupt] = field(default_factory=list)
     joining: str | None = None  # the id of the thread's run under way
     drawn: Drawn = field(default_factory=Drawn)  # what the history showed of it
+
+
+def _user_messages(messages: Sequence[Message]) -> int:
+    return sum(isinstance(message, UserMessage) for message in messages)
+
+
+def _turns_start(messages: Sequence[Message], turns: int) -> int:
+    """Where the last `turns` turns of `messages` start (a turn starts at a user message);
+    0 when there are fewer."""
+    users = [i for i, message in enumerate(messages) if isinstance(message, UserMessage)]
+    return users[-turns] if len(users) >= turns else 0
 
 
 def new_thread_id() -> str:
@@ -94,11 +116,11 @@ class Chat:
                 raise NotFound("unknown_thread", UNKNOWN_THREAD.format(thread_id=thread_id))
             self._check_graph(thread_id, view.graph_id if view is not None else None, active)
             self.thread_id = thread_id
-            messages = view.messages if view is not None else []
-            self.renderer.history(messages, limit=HISTORY_LIMIT)
+            history = await self._history(view) if view is not None else History([])
+            self.renderer.history(history.messages, older=history.older)
             if active is not None:
                 # Its own end says what is pending then; the history's questions are its input.
-                opening = Opening(joining=active.run_id, drawn=Drawn.of(messages))
+                opening = Opening(joining=active.run_id, drawn=Drawn.of(history.messages))
             elif view is not None:
                 opening = Opening(pending=list(view.interrupts))
         self.renderer.note(THREAD_BANNER.format(thread_id=self.thread_id))
@@ -106,6 +128,19 @@ class Chat:
         if opening.joining is not None:
             self.renderer.note(JOINING)
         return opening
+
+    async def _history(self, page: ThreadPage) -> History:
+        """The last HISTORY_TURNS turns, reading older pages from `page` on as they need."""
+        messages = list(page.messages)
+        older = page.older
+        while older is not None and _user_messages(messages) < HISTORY_TURNS:
+            earlier = await self.agent.thread(self.thread_id, before=older.before)
+            if earlier is None:  # forgotten meanwhile: what was read is all there is
+                break
+            messages[:0] = earlier.messages
+            older = earlier.older
+        start = _turns_start(messages, HISTORY_TURNS)
+        return History(messages[start:], older=start + (older.count if older else 0))
 
     def _check_graph(self, thread_id: str, owner: str | None, active: RunInfo | None) -> None:
         """Refuse a thread of another agent (known from its view, or its run under way)."""
@@ -193,7 +228,7 @@ class Chat:
     async def _still_pending(self) -> list[Interrupt]:
         """The thread's pending interrupts after a refused resume (none if unreadable)."""
         try:
-            view = await self.agent.thread(self.thread_id)
+            view = await self.agent.thread(self.thread_id, limit=1)  # only its questions
         except ServiceError:
             return []
         return list(view.interrupts) if view is not None else []

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import shutil
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,17 +26,33 @@ from app.cli.chat import EXIT_ERROR, Chat
 from app.cli.remote import connect
 from app.cli.terminal import ERROR_LINE, Renderer
 from app.core.errors import ServiceError
-from app.core.logs import formatter_for
+from app.core.observability.logs import formatter_for
 from app.core.registry import GraphInfo, available_graphs, describe
 from app.settings import Settings, get_settings
 
 logger = logging.getLogger(__name__)
 
 CHAT_LOG: Final = "cli.log"
-CONTINUE: Final = "react-agent chat {graph_id} --thread {{thread_id}}"
+CONTINUE: Final = "{program} chat {graph_id} --thread {{thread_id}}"
+PROGRAM: Final = "react-agent"
 BAD_SETTINGS: Final = "配置无效：{errors}"
 INTERNAL: Final = "内部错误 {error}（详情见 {log}）"
 INTERNAL_NO_LOG: Final = "内部错误 {error}"
+
+
+def invoked_as() -> str:
+    """How to start this program again from this shell: `react-agent` when PATH finds
+    this one, else its path (`.venv/bin/react-agent` from the project's directory)."""
+    script = Path(sys.argv[0])
+    if script.name != PROGRAM:  # `python -m app.main`: no script to point at
+        return PROGRAM
+    found = shutil.which(PROGRAM)
+    if found is not None and Path(found).resolve() == script.resolve():
+        return PROGRAM
+    try:
+        return str(script.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(script.resolve())
 
 
 def _settings() -> Settings | None:
@@ -99,7 +116,7 @@ async def _converse(args: argparse.Namespace, settings: Settings) -> int:
     status = answers if answers.is_terminal else _console(stderr=True)
     renderer = Renderer(status, answers, show_reasoning=not args.hide_reasoning)
     interactive = sys.stdin.isatty()
-    command = CONTINUE.format(graph_id=args.graph)
+    command = CONTINUE.format(program=invoked_as(), graph_id=args.graph)
     if args.server:
         command += " --server " + args.server.replace("{", "{{").replace("}", "}}")
     # Prompts belong on the terminal even when stdout is redirected.

@@ -17,12 +17,13 @@ from typing import Final
 from ag_ui.core import BaseEvent, ResumeEntry, UserMessage
 
 from app.cli.agent import RunInfo
-from app.core.errors import Conflict, NotFound
-from app.core.service import AgentService, Run, open_service
-from app.core.threads import ThreadView
+from app.core.errors import Conflict, ErrorCode, NotFound
+from app.core.runs.run import Run
+from app.core.runs.service import AgentService, open_service
+from app.core.runs.threads import PAGE_MESSAGES, ThreadPage, page_of
 from app.settings import Settings
 
-RUN_FINISHED: Final = "run_finished"  # the code of a cancel that came too late
+RUN_FINISHED: Final[ErrorCode] = "run_finished"  # the code of a cancel that came too late
 
 
 class LocalAgent:
@@ -33,12 +34,16 @@ class LocalAgent:
         self.graph_id = graph_id
         self._service = service
 
-    async def thread(self, thread_id: str) -> ThreadView | None:
-        """The thread's messages and pending interrupts; None when it does not exist."""
+    async def thread(
+        self, thread_id: str, *, limit: int = PAGE_MESSAGES, before: str | None = None
+    ) -> ThreadPage | None:
+        """A page of the thread's messages, as `GET /api/threads/{id}` gives it, and its
+        pending interrupts; None when it does not exist."""
         try:
-            return await self._service.thread(thread_id)
+            view = await self._service.thread(thread_id)
         except NotFound:
             return None
+        return page_of(view, limit=limit, before=before)
 
     async def under_way(self, thread_id: str) -> RunInfo | None:
         """None: this process has run nothing yet when a chat opens.

@@ -1,7 +1,8 @@
 """`react-agent prune`: checkpoint retention for the database AGENT_DB names.
 
-Prints what it removed (or, with --dry-run, would remove); exit status 0, 1 when the
-database fails (one line on stderr), 2 for usage errors.
+Prints what it removed (or, with --dry-run, would remove), then compacts the database
+(VACUUM; not on a dry run); exit status 0, 1 when the database fails (one line on
+stderr), 2 for usage errors.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from typing import Final
 import psycopg
 
 from app.core.errors import StorageUnavailable
-from app.core.retention import DAY_S, PruneResult, prune
-from app.core.storage import open_storage
+from app.core.storage.backends import open_storage
+from app.core.storage.retention import DAY_S, PruneResult, prune
 from app.settings import Settings, SqliteDb, get_settings
 from tools.secrets import redactor_for
 
@@ -33,7 +34,10 @@ REPORT: Final = (
 
 async def _prune(settings: Settings, keep: int, idle_s: float | None, dry: bool) -> PruneResult:
     async with open_storage(settings) as storage:
-        return await prune(storage.saver, storage.runs, keep=keep, idle_s=idle_s, dry_run=dry)
+        result = await prune(storage.saver, storage.runs, keep=keep, idle_s=idle_s, dry_run=dry)
+        if not dry:  # the freed pages given back, the ones that held deleted rows rewritten
+            await storage.runs.compact()
+        return result
 
 
 def run(args: argparse.Namespace) -> int:

@@ -33,9 +33,16 @@ from httpx_sse import SSEError, aconnect_sse
 from pydantic import TypeAdapter, ValidationError
 
 from app.cli.agent import RunInfo
-from app.core.errors import NotFound, ServiceError, Unauthorized, Unreachable
+from app.core.errors import (
+    ErrorCode,
+    NotFound,
+    ServiceError,
+    Unauthorized,
+    Unreachable,
+    is_error_code,
+)
 from app.core.registry import GraphInfo
-from app.core.threads import ThreadView
+from app.core.runs.threads import PAGE_MESSAGES, ThreadPage
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +53,7 @@ NOT_AN_EVENT_STREAM: Final = "服务 {url} 没有返回事件流（Content-Type:
 BAD_THREAD_VIEW: Final = "服务返回的会话数据无法解析"
 UNKNOWN_GRAPH: Final = "服务上没有智能体 {graph_id!r}（可用：{available}）"
 BAD_RUN_LIST: Final = "服务返回的运行列表无法解析"
-RUN_FINISHED: Final = "run_finished"  # the code of a cancel that came too late
+RUN_FINISHED: Final[ErrorCode] = "run_finished"  # the code of a cancel that came too late
 
 CONNECT_TIMEOUT_S: Final = 5.0
 # A silent stream this long means the server is gone: it sends keep-alives meanwhile.
@@ -100,7 +107,7 @@ class RemoteAgent:
         if response.status_code >= 400:
             detail, code = _detail(response)
             raise ServiceError(
-                code or "http_error",
+                code if is_error_code(code) else "http_error",
                 HTTP_ERROR.format(status=response.status_code, detail=detail),
                 status=response.status_code,
             )
@@ -121,17 +128,23 @@ class RemoteAgent:
             message = UNKNOWN_GRAPH.format(graph_id=self.graph_id, available=available)
             raise NotFound("unknown_graph", message)
 
-    async def thread(self, thread_id: str) -> ThreadView | None:
-        """The thread's messages and pending interrupts; None when the server has no such thread."""
+    async def thread(
+        self, thread_id: str, *, limit: int = PAGE_MESSAGES, before: str | None = None
+    ) -> ThreadPage | None:
+        """A page of the thread's messages (`GET /api/threads/{id}`) and its pending
+        interrupts; None when the server has no such thread."""
+        params: dict[str, str | int] = {"limit": limit}
+        if before is not None:
+            params["before"] = before
         try:
-            response = await self._client.get(_thread_path(thread_id))
+            response = await self._client.get(_thread_path(thread_id), params=params)
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from None
         if response.status_code == 404:
             return None
         self._check(response)
         try:
-            return ThreadView.model_validate(response.json())
+            return ThreadPage.model_validate(response.json())
         except (ValueError, ValidationError):
             logger.warning("unparsable thread view from %s", self.url)
             raise ServiceError("bad_response", BAD_THREAD_VIEW, status=502) from None

@@ -50,6 +50,9 @@ from rich.segment import Segment
 from rich.spinner import Spinner
 from rich.text import Text
 
+from app.cli.names import shown_name
+from app.core.runs.threads import STOPPED_KEY
+
 THINKING: Final = "思考中..."
 RUNNING: Final = "正在执行 {names}..."
 STOPPED: Final = "已停止"
@@ -222,14 +225,14 @@ class Renderer:
         """One red error line."""
         self.console.print(Text(ERROR_LINE.format(message=message), style="bold red"))
 
-    def history(self, messages: Sequence[Message], *, limit: int | None = None) -> None:
-        """A thread's earlier messages (the last `limit`), drawn as they were live."""
+    def history(self, messages: Sequence[Message], *, older: int = 0) -> None:
+        """A thread's earlier messages, drawn as they were live, after a line saying how
+        many `older` ones are left out."""
         if not messages:
             return
         calls: dict[str, _Call] = {}
-        shown: Sequence[Message] = messages if limit is None else messages[-limit:]
-        if len(shown) < len(messages):
-            self.note(EARLIER_OMITTED.format(count=len(messages) - len(shown)))
+        if older:
+            self.note(EARLIER_OMITTED.format(count=older))
         for message in messages:
             if isinstance(message, AssistantMessage):
                 for tool_call in message.tool_calls or ():
@@ -238,7 +241,7 @@ class Renderer:
         answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
         # A call without a result is waiting for a question: its result comes in a later run.
         self._calls.update({key: call for key, call in calls.items() if key not in answered})
-        for message in shown:
+        for message in messages:
             if isinstance(message, UserMessage):
                 content = message.content if isinstance(message.content, str) else ""
                 self.console.print(Text(USER_PREFIX + content, style="bold"))
@@ -248,6 +251,8 @@ class Renderer:
             elif isinstance(message, AssistantMessage):
                 if message.content:
                     self._print_markdown(message.content)
+                if (message.metadata or {}).get(STOPPED_KEY):  # as it was shown live
+                    self.console.print(Text(STOPPED, style="yellow"))
             elif isinstance(message, ToolMessage):
                 content = message.content if isinstance(message.content, str) else ""
                 call = calls.get(message.tool_call_id) or _Call("tool")
@@ -343,13 +348,15 @@ class Renderer:
             self._spin(THINKING)  # the model reads the results next
 
     def _names(self, call_ids: Iterable[str]) -> list[str]:
-        return [self._calls[call_id].name for call_id in call_ids if call_id in self._calls]
+        return [
+            shown_name(self._calls[call_id].name) for call_id in call_ids if call_id in self._calls
+        ]
 
     def _summary(self, call: _Call, content: str, *, failed: bool) -> None:
         """A finished call on one line, drawn the same live and in a thread's history."""
         line = Text("  ")
         line.append("✗ " if failed else "✓ ", style="red" if failed else "green")
-        line.append(call.name, style="bold")
+        line.append(shown_name(call.name), style="bold")
         # An ask tool's arguments are its question, which the user answered at the prompt
         # (its echo line stays on screen); the result says what the answer was.
         if not call.name.startswith(ASK_TOOL_PREFIX):

@@ -4,19 +4,99 @@ Each error carries the HTTP status it answers with, a stable machine `code` and 
 readable message. The HTTP server has one handler for `ServiceError`; the terminal
 client shows `message`. The status rule:
 
-- 400 the body is not JSON; 401 missing or wrong bearer key; 404 unknown graph or thread;
+- 400 the body is not JSON, or the `Host` header names no host this server answers to;
+  401 missing or wrong bearer key; 404 unknown graph or thread;
 - 409 the thread's state does not allow it now (a run in progress, a run id taken, a
   finished run cancelled, another graph's thread, answers awaited, nothing pending, an
   interrupt id not pending);
-- 410 a run whose events have expired; 413 body too large; 422 the request itself is
+- 410 a run whose events have expired; 413 body too large; 415 a body (or a POST) that
+  is not declared JSON; 429 too many runs waiting (a thread's queue, or this process's,
+  is full); 422 the request itself is
   wrong (a bad answer, a message too long or not text, no new user message, a bad id);
 - 502 a run that failed (`/api/chat`); 503 the service is shutting down, (client side)
   cannot be reached, or (at start-up) cannot reach its database.
+
+Every code is an `ErrorCode`, the list `docs/api.md` gives (a test holds the two together).
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar, Literal, TypeGuard, get_args
+
+ErrorCode = Literal[
+    # the request cannot be read, or may not be made (400, 401, 413, 415)
+    "malformed_json",
+    "bad_content_length",
+    "client_disconnected",
+    "bad_host",
+    "unauthorized",
+    "body_too_large",
+    "unsupported_media_type",
+    # no such thing (404)
+    "unknown_graph",
+    "unknown_thread",
+    "unknown_run",
+    "metrics_off",
+    "not_found",
+    "method_not_allowed",
+    # the thread's state refuses it now (409), or no longer keeps it (410)
+    "thread_busy",
+    "run_exists",
+    "run_finished",
+    "wrong_graph",
+    "awaiting_answers",
+    "nothing_pending",
+    "unknown_interrupt",
+    "run_expired",
+    # too many runs already waiting (429)
+    "queue_full",
+    # the request itself is wrong (422)
+    "invalid_body",
+    "bad_thread_id",
+    "bad_run_id",
+    "bad_last_event_id",
+    "no_new_message",
+    "duplicate_message",
+    "message_too_large",
+    "unsupported_content",
+    "message_xor_resume",
+    "bad_title",
+    "unknown_message",
+    "invalid_answer",
+    "duplicate_answer",
+    "invalid_request",
+    # the framework's own refusals besides 404 and 405 (a static file it may not read: 401)
+    "http_400",
+    "http_401",
+    "http_error",
+    # the service is stopping (503)
+    "shutting_down",
+    # a run's RUN_ERROR (and a /api/chat run's 502); a queued run's refusal keeps its code
+    "model_not_configured",
+    "model_error",
+    "recursion_limit",
+    "internal_error",
+    "cancelled",
+    "not_resumable",
+    "run_failed",
+    # never sent by the server: the terminal client's, and the database's at start-up
+    "unreachable",
+    "bad_response",
+    "database_unreachable",
+    "database_read_only",
+]
+ERROR_CODES: frozenset[str] = frozenset(get_args(ErrorCode))
+
+
+def is_error_code(value: Any) -> TypeGuard[ErrorCode]:
+    """Whether `value` is a code of this version (a newer replica or server may send others)."""
+    return value in ERROR_CODES
+
+
+def run_error_code(value: Any) -> ErrorCode:
+    """A RUN_ERROR's code as this version knows it: `run_failed` when it has none, or one
+    this version has no name for (written by a newer replica on the same database)."""
+    return value if is_error_code(value) else "run_failed"
 
 
 class ServiceError(Exception):
@@ -26,7 +106,7 @@ class ServiceError(Exception):
 
     def __init__(
         self,
-        code: str,
+        code: ErrorCode,
         message: str,
         *,
         status: int | None = None,
@@ -70,10 +150,22 @@ class Gone(ServiceError):
     status = 410
 
 
+class TooMany(ServiceError):
+    """Too many runs are already waiting; `Retry-After` says when to try again (429)."""
+
+    status = 429
+
+
 class TooLarge(ServiceError):
     """The body is over the limit (413)."""
 
     status = 413
+
+
+class UnsupportedMediaType(ServiceError):
+    """The request's `Content-Type` is not JSON where JSON (or nothing) is wanted (415)."""
+
+    status = 415
 
 
 class Invalid(ServiceError):

@@ -3,7 +3,7 @@
 Contract:
 
 - `GET /metrics` answers the Prometheus text format of the service's registry
-  (`app.core.metrics`); it is behind the API key like `/api/*` (scrape with
+  (`app.core.observability.metrics`); it is behind the API key like `/api/*` (scrape with
   `Authorization: Bearer <AGENT_API_KEY>`), and 404 when `AGENT_METRICS=false`.
 - `GET /readyz` answers 200 `{"status": "ready"}` when the database answers and the
   service takes runs, else 503 `{"status": "not_ready", "reason": "draining" | "database"
@@ -25,12 +25,12 @@ from pydantic import BaseModel
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core.errors import NotFound
-from app.core.metrics import CONTENT_TYPE, Metrics
+from app.core.observability.metrics import CONTENT_TYPE, Metrics
 from app.http.openapi import KeyDocs, errors
 from app.http.routes import require_key, service_of
 
 if TYPE_CHECKING:
-    from app.core.tracing import Tracing
+    from app.core.observability.tracing import Tracing
 
 NOT_MEASURED = "metrics are off (AGENT_METRICS=false)"
 UNMATCHED = "unmatched"  # the route label of a request no route took (a 404)

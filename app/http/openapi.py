@@ -102,7 +102,9 @@ WHY: dict[int, str] = {
     409: "the thread's state refuses it now; nothing was changed",
     410: "the run's events are no longer kept (`AGENT_RUN_EVENTS_TTL_S`)",
     413: "the body is over `AGENT_MAX_BODY_BYTES`",
+    415: "the body is not declared JSON (`Content-Type: application/json`)",
     422: "the request itself is wrong; nothing was changed",
+    429: "too many runs already wait for their turn: retry after `Retry-After` seconds",
     502: "the run failed: `code` is its RUN_ERROR code",
     503: "the service is shutting down: retry on the next one",
 }

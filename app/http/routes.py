@@ -1,9 +1,13 @@
 """The HTTP API: AG-UI runs over SSE, plain-JSON chat, runs, threads, graphs.
 
 Routes only translate: they parse the request, call the run core
-(`app.core.service.AgentService`, reached through `service()`), and encode what it
+(`app.core.runs.service.AgentService`, reached through `service()`), and encode what it
 returns. Bodies are read here, with the size limit, so that a bad one gets a clear
-400/413/422 rather than FastAPI's generic answer. Every event stream goes through
+400/413/422 rather than FastAPI's generic answer. A POST or PATCH must say its body is
+JSON (`Content-Type: application/json`, or `application/*+json`), else 415: a body sent
+as text or a form is what a page on another site can send without asking (no CORS
+preflight), and it must change nothing. A POST that reads no body (`@takes_no_body`:
+cancel) may send no Content-Type, but never a text or form one. Every event stream goes through
 sse-starlette, one `ServerSentEvent` per logged event with its sequence number as `id`.
 """
 
@@ -24,12 +28,20 @@ from pydantic.alias_generators import to_camel
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import ClientDisconnect
 
-from app.core.errors import BadRequest, Invalid, RunFailed, TooLarge, Unauthorized
-from app.core.prepare import THREAD_ID
-from app.core.runlog import Entry
-from app.core.runs import RunRecord, ThreadSummary
-from app.core.service import AgentService, MultitaskStrategy, new_run_id
-from app.core.threads import ThreadView
+from app.core.errors import (
+    BadRequest,
+    Invalid,
+    RunFailed,
+    TooLarge,
+    Unauthorized,
+    UnsupportedMediaType,
+    run_error_code,
+)
+from app.core.runs.log import Entry
+from app.core.runs.prepare import THREAD_ID
+from app.core.runs.service import AgentService, new_run_id
+from app.core.runs.threads import MAX_PAGE_MESSAGES, PAGE_MESSAGES, ThreadPage, page_of
+from app.core.storage.runs import MultitaskStrategy, RunRecord, ThreadSummary
 from app.http.openapi import EVENT_STREAM, errors, follow
 
 BODY_TOO_LARGE = "request body exceeds {limit} bytes"
@@ -41,8 +53,13 @@ UNAUTHORIZED = "missing or wrong bearer key (Authorization: Bearer <AGENT_API_KE
 MESSAGE_XOR_RESUME = "give exactly one of `message` or `resume`"
 BAD_PROPS = "invalid forwardedProps: {errors}"
 BAD_LAST_EVENT_ID = "invalid Last-Event-ID header {value!r}: use the id of an event received"
+NOT_JSON = "send the body as JSON, with Content-Type: application/json (got {got})"
+NO_BODY_NOT_JSON = (
+    "this request takes no body: send no Content-Type, or application/json (got {got})"
+)
 
 Model = TypeVar("Model", bound=BaseModel)
+Endpoint = TypeVar("Endpoint", bound=Callable[..., Any])
 logger = logging.getLogger(__name__)
 
 # The most threads one `GET /api/threads` lists.
@@ -62,11 +79,12 @@ RunId = Annotated[str, Path(description=f"the run id: {ID_RULE}", json_schema_ex
 # 401 of a server with a key is added where the API is included (`app.http.server`).
 IDS = errors((422, "a thread or run id that breaks the id rule"))
 UNKNOWN_RUN = errors((404, "no such run on this thread"))
-BODY = errors(400, 413, (422, "the body or its messages are wrong; nothing was changed"))
+BODY = errors(400, 413, 415, (422, "the body or its messages are wrong; nothing was changed"))
 STARTS_RUN = {
     **BODY,
     **errors(
         (409, "the thread's state refuses the run (see `code`); nothing was changed"),
+        (429, "too many runs already wait (`queue_full`); `Retry-After` says when to retry"),
         (503, "the service is shutting down: nothing was started"),
     ),
 }
@@ -95,9 +113,46 @@ async def require_key(request: Request) -> None:
         raise Unauthorized("unauthorized", UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"})
 
 
+# Methods whose requests carry a body, and the routes of those that read none.
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+_NO_BODY: set[Callable[..., Any]] = set()
+
+
+def takes_no_body(endpoint: Endpoint) -> Endpoint:
+    """Mark a POST route that reads no body (put it under the `@api.post`)."""
+    _NO_BODY.add(endpoint)
+    return endpoint
+
+
+def is_json(content_type: str) -> bool:
+    """Whether a Content-Type is JSON: `application/json` or `application/<x>+json`,
+    with any parameters (`; charset=utf-8`)."""
+    media = content_type.partition(";")[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
+async def require_json(request: Request) -> None:
+    """Refuse with 415 a POST or PATCH whose Content-Type is not JSON, or that has none
+    where the route reads a body."""
+    if request.method not in BODY_METHODS:
+        return
+    content_type = request.headers.get("content-type")
+    if request.scope.get("endpoint") in _NO_BODY:
+        if content_type is not None and not is_json(content_type):
+            got = content_type[:60]
+            raise UnsupportedMediaType("unsupported_media_type", NO_BODY_NOT_JSON.format(got=got))
+    elif content_type is None or not is_json(content_type):
+        got = "none" if content_type is None else content_type[:60]
+        raise UnsupportedMediaType("unsupported_media_type", NOT_JSON.format(got=got))
+
+
 Agents = Annotated[AgentService, Depends(service)]
 
-api = APIRouter(prefix="/api", dependencies=[Depends(require_key)], tags=["api"])
+api = APIRouter(
+    prefix="/api", dependencies=[Depends(require_key), Depends(require_json)], tags=["api"]
+)
 
 
 class _Camel(BaseModel):
@@ -251,9 +306,10 @@ async def join_run(
     responses={
         **IDS,
         **UNKNOWN_RUN,
-        **errors((409, "the run has ended")),
+        **errors((409, "the run has ended"), (415, "a Content-Type other than JSON")),
     },
 )
+@takes_no_body
 async def cancel_run(thread_id: ThreadId, run_id: RunId, agents: Agents) -> Response:
     """Stop a queued or running run; its stream ends with RUN_ERROR `cancelled`."""
     record = await agents.cancel_run(thread_id, run_id)
@@ -291,7 +347,7 @@ async def chat(request: Request, agents: Agents) -> Response:
     )
     result = await run.result()
     if result.error is not None:
-        raise RunFailed(result.error.code or "run_failed", result.error.message)
+        raise RunFailed(run_error_code(result.error.code), result.error.message)
     reply = ChatReply(
         thread_id=run.thread_id,
         run_id=run.run_id,
@@ -324,7 +380,7 @@ async def list_threads(
     "/threads/{thread_id}",
     response_model=ThreadSummary,
     responses={
-        **errors(400, 413, (422, "a bad id, or a title empty or over 200 characters")),
+        **errors(400, 413, 415, (422, "a bad id, or a title empty or over 200 characters")),
         **errors((404, "no such thread")),
     },
     openapi_extra={
@@ -343,13 +399,32 @@ async def rename_thread(thread_id: ThreadId, request: Request, agents: Agents) -
 
 @api.get(
     "/threads/{thread_id}",
-    response_model=ThreadView,
-    responses={**IDS, **errors((404, "no such thread"))},
+    response_model=ThreadPage,
+    responses={
+        **errors((422, "a bad id, `limit` out of range, or `before` not a message of the thread")),
+        **errors((404, "no such thread")),
+    },
 )
-async def get_thread(thread_id: ThreadId, agents: Agents) -> Response:
-    """The thread's messages (AG-UI format) and its pending interrupts."""
-    view = await agents.thread(thread_id)
-    return Response(view.model_dump_json(by_alias=True), media_type="application/json")
+async def get_thread(
+    thread_id: ThreadId,
+    agents: Agents,
+    limit: Annotated[
+        int,
+        Query(
+            ge=1,
+            le=MAX_PAGE_MESSAGES,
+            description="the latest this many messages (a few more when a step would be cut)",
+        ),
+    ] = PAGE_MESSAGES,
+    before: Annotated[
+        str | None,
+        Query(description="only messages before this message id (`older.before` of a page)"),
+    ] = None,
+) -> Response:
+    """A page of the thread's messages (AG-UI format), the latest first, and every pending
+    interrupt; `older` says where the messages before the page continue."""
+    page = page_of(await agents.thread(thread_id), limit=limit, before=before)
+    return Response(page.model_dump_json(by_alias=True), media_type="application/json")
 
 
 @api.delete(

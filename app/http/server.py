@@ -1,15 +1,18 @@
 """The FastAPI application: the run core served over HTTP, plus the web UI.
 
-The lifespan opens the run core (`app.core.service.open_service`) once, resuming the
+The lifespan opens the run core (`app.core.runs.service.open_service`) once, resuming the
 runs a stopped process left, and closes it with the shutdown grace period; the routes
 (`app.http.routes`) reach it through a dependency. Every refusal is a
 `app.core.errors.ServiceError`, answered by one handler as JSON
 `{"detail": <readable message>, "code": <machine code>}` with its status; a parameter
 FastAPI refuses (422 `invalid_request`) and Starlette's own refusals (an unknown path:
-404 `not_found`, a wrong method: 405 `method_not_allowed`) get the same shape. What
-`/openapi.json` and `/docs` say is `app.http.openapi`.
-The app's telemetry (metrics, traces: `app.core.telemetry`) is made here, once, with the
-probes and the request counting of `app.http.observability`.
+404 `not_found`, a wrong method: 405 `method_not_allowed`) get the same shape. A path
+with a trailing slash is 404 like any other unknown path, not a redirect (whose absolute
+`Location` would repeat the request's `Host`). A request addressed to a host name not in
+AGENT_ALLOWED_HOSTS is refused first (`app.http.hosts`). What `/openapi.json` and
+`/docs` say is `app.http.openapi`.
+The app's telemetry (metrics, traces: `app.core.observability.telemetry`) is made here,
+once, with the probes and the request counting of `app.http.observability`.
 """
 
 from __future__ import annotations
@@ -24,14 +27,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
-from fastapi.utils import is_body_allowed_for_status_code
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
+from starlette.routing import compile_path
 
-from app.core.errors import Invalid, ServiceError
-from app.core.pruning import periodic_prune
-from app.core.service import open_service
-from app.core.telemetry import Telemetry
+from app.core.errors import ErrorCode, Invalid, ServiceError
+from app.core.observability.telemetry import Telemetry
+from app.core.runs.service import open_service
+from app.core.storage.retention import periodic_prune
+from app.http.hosts import HostGuard
 from app.http.observability import add_probes, count_requests, trace_requests
 from app.http.openapi import key_docs, mount_docs, operation_id
 from app.http.routes import ChatRequest, api, summary
@@ -40,7 +44,14 @@ from app.settings import Settings, get_settings
 from tools.secrets import redactor_for
 
 INVALID_REQUEST = "invalid request: {errors}"
-HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
+# Starlette's and FastAPI's own refusals (the routes read bodies themselves; a static file
+# the process may not read is Starlette's 401).
+HTTP_CODES: dict[int, ErrorCode] = {
+    400: "http_400",
+    401: "http_401",
+    404: "not_found",
+    405: "method_not_allowed",
+}
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -69,6 +80,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
         swagger_ui_oauth2_redirect_url=None,
         generate_unique_id_function=operation_id,
+        redirect_slashes=False,
     )
     app.state.settings = settings
     if settings.agent_cors_origins:
@@ -76,8 +88,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             CORSMiddleware,
             allow_origins=settings.agent_cors_origins,
             allow_methods=["GET", "POST", "PATCH", "DELETE"],
-            allow_headers=["Authorization", "Content-Type", "Accept"],
+            # Last-Event-ID: a rejoin (`.../stream`) from the allowed origin says where it left.
+            allow_headers=["Authorization", "Content-Type", "Accept", "Last-Event-ID"],
         )
+    allowed_hosts = settings.allowed_hosts
+    if allowed_hosts is not None:
+        app.add_middleware(HostGuard, allowed=allowed_hosts)  # outside CORS: checked first
     app.add_exception_handler(ServiceError, _service_error)
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(HTTPException, _http_error)
@@ -142,12 +158,31 @@ async def _invalid_request(request: Request, exc: Exception) -> Response:
     return await _service_error(request, refusal)
 
 
+def has_body(status: int) -> bool:
+    """Whether a response with `status` may have a body (not 1xx, 204, 205 or 304)."""
+    return status >= 200 and status not in (204, 205, 304)
+
+
 async def _http_error(request: Request, exc: Exception) -> Response:
     """Starlette's refusals (no such path, a wrong method) in the same `{detail, code}`."""
     assert isinstance(exc, HTTPException)
-    if not is_body_allowed_for_status_code(exc.status_code):
-        return Response(status_code=exc.status_code, headers=exc.headers)
-    code = HTTP_CODES.get(exc.status_code, f"http_{exc.status_code}")
+    headers = exc.headers
+    if exc.status_code == 405:
+        # Starlette names the methods of the first route on the path; a path such as
+        # /api/threads/{id} has one route per method.
+        headers = {**(headers or {}), "Allow": ", ".join(_methods_of(request))}
+    if not has_body(exc.status_code):
+        return Response(status_code=exc.status_code, headers=headers)
+    code = HTTP_CODES.get(exc.status_code, "http_error")
     return JSONResponse(
-        {"detail": str(exc.detail), "code": code}, status_code=exc.status_code, headers=exc.headers
+        {"detail": str(exc.detail), "code": code}, status_code=exc.status_code, headers=headers
     )
+
+
+def _methods_of(request: Request) -> list[str]:
+    """Every method the API document gives the request's path."""
+    methods: set[str] = set()
+    for path, item in request.app.openapi()["paths"].items():
+        if compile_path(path)[0].match(request.url.path):
+            methods |= {method.upper() for method in item if method != "parameters"}
+    return sorted(methods)

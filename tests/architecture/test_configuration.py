@@ -8,8 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from app.settings import Settings
-from tests.doubles.env import PROJECT_VARS
+from tests.support.env import PROJECT_VARS
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 ROOT = Path(__file__).resolve().parents[2]
 REACT_AGENT = str(Path(sys.executable).with_name("react-agent"))

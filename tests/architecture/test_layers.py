@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
+
 ROOT = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = str(Path(sys.executable).with_name("lint-imports"))
 PACKAGES = ("app", "graphs", "tools", "prompts")

@@ -29,12 +29,14 @@ def _shallow() -> bool:
 
 
 @pytest.mark.skipif(_shallow(), reason="a shallow clone lacks the baseline commit")
+@pytest.mark.processes  # git
 def test_the_pinned_baseline_is_a_commit_of_this_repository() -> None:
     commit, subject = resolve(BASELINE_REF)
     assert commit == BASELINE_REF
     assert subject
 
 
+@pytest.mark.processes  # git
 def test_an_unknown_ref_is_refused_with_the_way_out() -> None:
     with pytest.raises(BaselineError, match="--no-base"):
         resolve("no-such-ref-for-the-bench")

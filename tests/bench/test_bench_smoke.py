@@ -1,7 +1,8 @@
-"""The benchmark harness end to end, with minimal counts (no langgraph dev, no soak).
+"""The benchmark harness end to end, with minimal counts (no langgraph dev, no soak, no
+thread growth: `test_growth.py` runs that phase).
 
 The baseline server is the checkout's HEAD (`--base=HEAD`): every clone has it. The
-PostgreSQL target gets the suite's server (`tests.postgres`), as `make bench` finds one.
+PostgreSQL target gets the suite's server (`tests.support.postgres`), as `make bench` finds one.
 """
 
 from __future__ import annotations
@@ -12,7 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bench.report import render
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGETS = (
@@ -25,9 +30,11 @@ TARGETS = (
     "base/agui",
     "base/chat",
 )
+BENCH_S = 180  # the whole harness, minimal counts (its --max-minutes=2, plus start-up)
 VERDICTS = {"met", "**not met**", "not measured"}
 
 
+@pytest.mark.timeout(BENCH_S + 30)
 def test_a_minimal_run_prints_the_targets_table_and_keeps_well_formed_raw_json(
     tmp_path: Path, postgres_admin_url: str
 ) -> None:
@@ -52,12 +59,13 @@ def test_a_minimal_run_prints_the_targets_table_and_keeps_well_formed_raw_json(
         "--metrics-runs=3",
         "--workers-clients=2",
         "--workers-runs=4",
+        "--no-growth",
         "--max-minutes=2",
         f"--raw-dir={raw_dir}",
         f"--results={report}",
     ]
     env = {**os.environ, "AGENT_TEST_POSTGRES_URL": postgres_admin_url}
-    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=BENCH_S)
     assert done.returncode == 0, done.stderr[-3000:]
 
     [raw_file] = raw_dir.glob("*.json")

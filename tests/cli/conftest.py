@@ -10,10 +10,10 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from tests.doubles.env import env_for_subprocess
 from tests.doubles.llm import ScriptedLLM
 from tests.doubles.open_meteo import FakeOpenMeteo
-from tests.processes import REACT_AGENT, ServerProcess
+from tests.support.env import env_for_subprocess
+from tests.support.processes import REACT_AGENT, ServerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 STEP_S = 15  # bound of one pexpect step: start-up imports take ~2 s on a busy machine

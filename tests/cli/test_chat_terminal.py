@@ -8,10 +8,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.cli.conftest import CHAT_PROMPT, CTRL_C, CTRL_D, DOWN, Terminal
 from tests.doubles.llm import ScriptedLLM, hang, text, tool_call, tool_calls
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.doubles.tushare_mcp import TushareMCP
+from tests.support.processes import REACT_AGENT
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 Cli = Callable[..., Terminal]
 
@@ -30,11 +35,18 @@ def lines_with(screen: str, part: str) -> list[str]:
     return [line.strip() for line in screen.splitlines() if part in line]
 
 
-def test_the_start_banner_prints_the_continue_command_whole_on_its_own_line(cli: Cli) -> None:
-    term = cli("chat", "weather", columns=110)
+@pytest.mark.parametrize("on_path", [False, True], ids=["venv-not-on-path", "venv-on-path"])
+def test_the_start_banner_prints_the_continue_command_as_this_shell_can_run_it(
+    cli: Cli, cli_env: dict[str, str], on_path: bool
+) -> None:
+    venv_bin = str(Path(REACT_AGENT).parent)
+    others = [d for d in cli_env.get("PATH", "/usr/bin:/bin").split(":") if d != venv_bin]
+    path = ":".join([venv_bin, *others] if on_path else others)
+    term = cli("chat", "weather", env={**cli_env, "PATH": path}, columns=110)
     screen = term.expect(CHAT_PROMPT)
     [command] = lines_with(screen, "--thread")
-    assert re.fullmatch(r"react-agent chat weather --thread [0-9a-f]{32}", command), screen
+    program = "react-agent" if on_path else ".venv/bin/react-agent"  # run from the project
+    assert re.fullmatch(rf"{re.escape(program)} chat weather --thread [0-9a-f]{{32}}", command)
     term.line("/exit")
     assert term.exit_code() == 0
 
@@ -57,8 +69,8 @@ def test_the_weather_flow_asks_for_the_city_shows_the_spinner_and_streams_the_an
     term.expect("请输入非空文本")  # an invalid answer is refused here and asked again
     term.expect("请问要查询哪个城市？")
     term.line("北京")
-    term.expect("正在执行 get_weather...")
-    term.expect("get_weather(location=北京)")  # the one-line result summary
+    term.expect("正在执行 查询天气...")
+    term.expect("查询天气(location=北京)")  # the one-line result summary
     term.expect(BEIJING_ANSWER)
     term.expect(CHAT_PROMPT)
     term.line("/exit")
@@ -228,14 +240,14 @@ def test_a_failed_tool_call_is_marked_failed_live_and_in_the_resumed_history(
     thread_id = term.thread_id()
     term.expect(CHAT_PROMPT)
     term.line("火星基地的天气")
-    term.expect("✗ get_weather")
+    term.expect("✗ 查询天气")
     term.expect("没有找到这个地方。")
     term.expect(CHAT_PROMPT)
     term.line("/exit")
     assert term.exit_code() == 0
 
     resumed = cli("chat", "weather", "--thread", thread_id)
-    resumed.expect("✗ get_weather")
+    resumed.expect("✗ 查询天气")
     resumed.expect(CHAT_PROMPT)
     resumed.line("/exit")
     assert resumed.exit_code() == 0
@@ -251,14 +263,14 @@ def test_an_answered_ask_input_line_reads_the_same_live_and_in_the_resumed_histo
     term.line("查天气")
     term.expect("请问要查询哪个城市？")
     term.line("北京")
-    live = lines_with(term.expect("好的，北京。"), "✓ ask_input")
+    live = lines_with(term.expect("好的，北京。"), "✓ 向你提问")
     term.expect(CHAT_PROMPT)
     term.line("/exit")
     assert term.exit_code() == 0
 
     resumed = cli("chat", "weather", "--thread", thread_id)
-    history = lines_with(resumed.expect("以上是历史记录"), "✓ ask_input")
+    history = lines_with(resumed.expect("以上是历史记录"), "✓ 向你提问")
     resumed.expect(CHAT_PROMPT)
     resumed.line("/exit")
     assert resumed.exit_code() == 0
-    assert live == history == ["✓ ask_input → 用户回答：北京"]
+    assert live == history == ["✓ 向你提问 → 用户回答：北京"]

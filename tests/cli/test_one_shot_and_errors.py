@@ -7,9 +7,13 @@ from collections.abc import Callable
 
 import pytest
 
+from graphs.model import MISSING_VARIABLE
 from tests.cli.conftest import CHAT_PROMPT, THREAD_ID, Terminal, run_cli
 from tests.doubles.llm import ScriptedLLM, text, tool_call
-from tests.processes import free_port
+from tests.doubles.open_meteo import FakeOpenMeteo
+from tests.support.processes import refused_port
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 Cli = Callable[..., Terminal]
 
@@ -33,7 +37,7 @@ def test_a_one_shot_prints_the_answer_and_exits_0(
     # Piped stdout carries the answer alone; the thread id and tool lines go to stderr.
     assert done.stdout.strip() == ANSWER
     assert THREAD_ID.search(done.stderr)
-    assert "get_weather(location=北京)" in done.stderr
+    assert "查询天气(location=北京)" in done.stderr
 
 
 def test_a_one_shot_that_needs_an_answer_without_a_terminal_exits_3_and_stays_resumable(
@@ -66,15 +70,43 @@ def test_without_a_terminal_each_stdin_line_is_a_message_until_eof(
     assert users == ["你好", "再说一句"]
 
 
-def test_without_an_api_key_the_run_error_is_one_line_and_exit_1(
-    cli_env: dict[str, str], llm: ScriptedLLM
+@pytest.mark.parametrize("variable", ["OPENAI_API_KEY", "OPENAI_MODEL"])
+def test_a_missing_model_setting_is_one_chinese_line_naming_it_the_page_s_text_and_exit_1(
+    cli_env: dict[str, str], llm: ScriptedLLM, variable: str
 ) -> None:
-    env = {k: v for k, v in cli_env.items() if k != "OPENAI_API_KEY"}
+    env = {k: v for k, v in cli_env.items() if k != variable}
     done = run_cli(env, "chat", "weather", "-m", "你好")
     assert done.returncode == 1
-    assert "OPENAI_API_KEY" in one_line(done.stderr)
+    line = one_line(done.stderr)
+    assert f"模型未配置：需要设置环境变量 {variable}（或写入 .env）" in line
+    assert MISSING_VARIABLE.format(var=variable) in line  # the page's Chinese text, word for word
     assert done.stdout == ""
     assert llm.requests == []
+
+
+def test_a_model_server_that_cannot_be_reached_is_named_with_its_variable_and_no_password(
+    cli_env: dict[str, str],
+) -> None:
+    with refused_port() as port:
+        base = f"http://someone:pa55-WORD@127.0.0.1:{port}/v1?api-key=q-SECRET"
+        env = {**cli_env, "OPENAI_BASE_URL": base, "OPENAI_MAX_RETRIES": "0"}
+        done = run_cli(env, "chat", "weather", "-m", "你好")
+    assert done.returncode == 1
+    line = one_line(done.stderr)
+    assert f"无法连接到模型服务 http://127.0.0.1:{port}/v1" in line
+    assert "OPENAI_BASE_URL" in line
+    assert "pa55-WORD" not in done.stderr and "q-SECRET" not in done.stderr
+
+
+def test_a_url_that_is_no_model_server_says_it_usually_ends_with_v1(
+    cli_env: dict[str, str], meteo: FakeOpenMeteo
+) -> None:
+    env = {**cli_env, "OPENAI_BASE_URL": meteo.url, "OPENAI_MAX_RETRIES": "0"}
+    done = run_cli(env, "chat", "weather", "-m", "你好")
+    assert done.returncode == 1
+    line = one_line(done.stderr)
+    assert f"{meteo.url}/chat/completions 回答 HTTP 404" in line
+    assert "OPENAI_BASE_URL（通常以 /v1 结尾）" in line
 
 
 def test_an_unknown_thread_is_one_line_and_exit_1(cli_env: dict[str, str]) -> None:
@@ -84,8 +116,9 @@ def test_an_unknown_thread_is_one_line_and_exit_1(cli_env: dict[str, str]) -> No
 
 
 def test_an_unreachable_server_is_one_line_and_exit_1(cli_env: dict[str, str]) -> None:
-    url = f"http://127.0.0.1:{free_port()}"
-    done = run_cli(cli_env, "chat", "weather", "--server", url, "-m", "你好")
+    with refused_port() as port:
+        url = f"http://127.0.0.1:{port}"
+        done = run_cli(cli_env, "chat", "weather", "--server", url, "-m", "你好")
     assert done.returncode == 1
     assert f"无法连接服务 {url}" in one_line(done.stderr)
 

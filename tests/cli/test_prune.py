@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import run_cli
-from tests.postgres import free_port
+from tests.support.processes import refused_port
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 
 def test_prune_refuses_an_sqlite_file_that_is_not_there_and_creates_none(
@@ -27,9 +29,9 @@ def test_prune_refuses_an_sqlite_file_that_is_not_there_and_creates_none(
 def test_prune_names_a_postgres_database_it_cannot_reach_without_its_password(
     cli_env: dict[str, str],
 ) -> None:
-    nowhere = f"postgresql://agent:s3cret-pw@127.0.0.1:{free_port()}/agent"
-
-    done = run_cli({**cli_env, "AGENT_DB": nowhere}, "prune")
+    with refused_port() as port:
+        nowhere = f"postgresql://agent:s3cret-pw@127.0.0.1:{port}/agent"
+        done = run_cli({**cli_env, "AGENT_DB": nowhere}, "prune")
 
     assert done.returncode == 1
     assert done.stderr.startswith("react-agent prune: cannot connect to the PostgreSQL database")

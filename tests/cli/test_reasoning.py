@@ -15,6 +15,8 @@ from tests.cli.conftest import ANSI, CHAT_PROMPT, Terminal, on_screen, run_cli
 from tests.doubles.llm import ScriptedLLM, reasoning, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
 
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
+
 Cli = Callable[..., Terminal]
 
 THOUGHT = "用户问北京天气，先查天气再回答。"
@@ -106,7 +108,7 @@ def test_a_resumed_threads_history_shows_each_reasoning_dimmed_before_its_reply_
     # In the order they happened: thought, tool result, thought, answer.
     positions = [
         shown.index(LOOK_FIRST),
-        shown.index("get_weather(location=北京)"),
+        shown.index("查询天气(location=北京)"),
         shown.index(THEN_ANSWER),
         shown.index(ANSWER),
     ]
@@ -155,14 +157,14 @@ def test_joining_a_run_under_way_shows_its_earlier_reasoning_once(
     thread_id = first.thread_id()
     first.expect(CHAT_PROMPT)
     first.line("北京天气怎么样")
-    first.expect("正在执行 get_weather...")
+    first.expect("正在执行 查询天气...")
     first.child.kill(signal.SIGKILL)  # the run goes on on the server
     first.child.expect(pexpect.EOF)
     [running] = httpx.get(f"{server}/api/threads/{thread_id}/runs", timeout=10).json()
     assert running["status"] == "running"
 
     term = cli("chat", "weather", "--server", server, "--thread", thread_id)
-    before = raw_until(term, "正在执行 get_weather...")  # joined while the tool runs
+    before = raw_until(term, "正在执行 查询天气...")  # joined while the tool runs
     meteo.reset()  # the forecast answers now
     after = raw_until(term, ANSWER)
     term.expect(CHAT_PROMPT)

@@ -10,6 +10,8 @@ from tests.cli.conftest import CHAT_PROMPT, Terminal
 from tests.doubles.llm import ScriptedLLM, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
 
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
+
 Cli = Callable[..., Terminal]
 
 API_KEY = "cli-test-agent-key"
@@ -38,8 +40,8 @@ def test_the_weather_flow_runs_against_a_real_server(
     term.expect("请问要查询哪个城市？")
     term.expect("北京 / Shanghai")
     term.line("北京")
-    term.expect("正在执行 get_weather...")
-    term.expect("get_weather(location=北京)")
+    term.expect("正在执行 查询天气...")
+    term.expect("查询天气(location=北京)")
     term.expect("北京今天晴，适合出门。")
     term.expect(CHAT_PROMPT)
     term.line("/exit")

@@ -14,6 +14,8 @@ from tests.cli.conftest import CHAT_PROMPT, CTRL_C, Terminal
 from tests.doubles.llm import ScriptedLLM, hang, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
 
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
+
 Cli = Callable[..., Terminal]
 
 API_KEY = "cli-runs-agent-key"
@@ -84,7 +86,7 @@ def leave_a_weather_run_going(cli: Cli, server: str, llm: ScriptedLLM, meteo: Fa
     thread_id = first.thread_id()
     first.expect(CHAT_PROMPT)
     first.line("北京天气怎么样")
-    first.expect("正在执行 get_weather...")
+    first.expect("正在执行 查询天气...")
     first.child.kill(signal.SIGKILL)  # no Ctrl-C, no goodbye: the connection just drops
     first.child.expect(pexpect.EOF)
     [running] = runs_of(server, thread_id)
@@ -98,13 +100,13 @@ def test_chat_with_the_thread_of_a_run_still_going_on_the_server_joins_it_to_its
     thread_id = leave_a_weather_run_going(cli, server, llm, meteo)
 
     term = cli("chat", "weather", "--server", server, "--thread", thread_id)
-    before = term.expect("正在执行 get_weather...")  # joined while the tool still runs
+    before = term.expect("正在执行 查询天气...")  # joined while the tool still runs
     meteo.reset()  # the forecast answers now
     after = term.expect(BEIJING_ANSWER)
     screen = before + after + term.expect(CHAT_PROMPT)
     assert "你> 北京天气怎么样" in before  # the history came first
     assert screen.count(LOOKING) == 1  # in the history, not drawn again by the replay
-    assert "get_weather(location=北京)" in after  # the tool's result, drawn when it came
+    assert "查询天气(location=北京)" in after  # the tool's result, drawn when it came
     term.line("/exit")
     assert term.exit_code() == 0
 
@@ -118,7 +120,7 @@ def test_ctrl_c_in_a_joined_run_cancels_it_through_the_api_and_the_thread_goes_o
     thread_id = leave_a_weather_run_going(cli, server, llm, meteo)
 
     term = cli("chat", "weather", "--server", server, "--thread", thread_id)
-    term.expect("正在执行 get_weather...")
+    term.expect("正在执行 查询天气...")
     term.send(CTRL_C)
     term.expect("已停止")
     term.expect(CHAT_PROMPT)

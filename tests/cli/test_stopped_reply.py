@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from tests.cli.conftest import CHAT_PROMPT, CTRL_C, Terminal
 from tests.doubles.llm import ScriptedLLM, hang, text
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 Cli = Callable[..., Terminal]
 
@@ -34,6 +38,8 @@ def test_a_half_answer_stopped_with_ctrl_c_is_kept_as_the_assistants_reply(
 
     resumed = cli("chat", "weather", "--thread", thread_id)
     resumed.expect("从前有座山，")  # the history shows it too
+    resumed.expect("已停止")  # with the notice it had live, before the next turn
+    resumed.expect("接着讲")
     resumed.expect(CHAT_PROMPT)
     resumed.line("/exit")
     assert resumed.exit_code() == 0

@@ -9,8 +9,8 @@ from __future__ import annotations
 from ag_ui.core import UserMessage
 from langchain_core.messages import AIMessage, HumanMessage
 
-from app.core.service import open_service
-from app.core.threads import run_config
+from app.core.runs.service import open_service
+from app.core.runs.threads import run_config
 from app.settings import Settings
 from graphs.react import AGENT_NODE
 from tests.doubles.llm import ScriptedLLM, text

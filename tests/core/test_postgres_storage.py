@@ -16,8 +16,8 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg import sql
 
-from app.core.postgres import APPLICATION_NAME, SETUP_LOCK
-from app.core.storage import open_storage
+from app.core.storage.backends import open_storage
+from app.core.storage.postgres.connection import APPLICATION_NAME, SETUP_LOCK
 from app.settings import Settings
 
 REPLICAS = 4
@@ -88,7 +88,7 @@ async def test_a_start_on_an_up_to_date_database_takes_no_set_up_lock(postgres_u
 async def test_a_new_database_waits_for_the_set_up_lock_and_is_set_up_once_it_is_free(
     postgres_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="app.core.postgres")
+    caplog.set_level(logging.INFO, logger="app.core.storage.postgres.connection")
     holder = await psycopg.AsyncConnection.connect(postgres_url, autocommit=True)
     await holder.execute("SELECT pg_advisory_lock(%s)", (SETUP_LOCK,))  # a replica setting up
     opened = asyncio.Event()

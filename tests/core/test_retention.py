@@ -24,10 +24,10 @@ from langgraph.types import Command, Send, interrupt
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from app.core.retention import DAY_S, PruneResult, checkpoint_time, prune
-from app.core.runs import Ending, RunRecord, RunStatus, RunStore, StoredRun
-from app.core.runs_sqlite import open_sqlite_run_store
-from app.core.storage import open_checkpointer
+from app.core.storage.backends import open_checkpointer
+from app.core.storage.retention import DAY_S, PruneResult, checkpoint_time, prune
+from app.core.storage.runs import RunEnd, RunRecord, RunStatus, RunStore, StoredRun
+from app.core.storage.sqlite.runs import open_sqlite_run_store
 
 
 class State(TypedDict):
@@ -101,8 +101,8 @@ class Db:
         stored = StoredRun(record=record, owner="test:1", request=request, checkpoint_before=None)
         assert await self.store.create(stored)
         if status not in ("queued", "running"):
-            ending = Ending(thread_id, run_id, status, at, None)
-            await self.store.write([(thread_id, run_id, 1, "{}")], [ending])
+            end = RunEnd(thread_id, run_id, status, at, None)
+            await self.store.write([(thread_id, run_id, 1, "{}")], [end])
 
     async def orphans(self) -> dict[str, int]:
         """Rows no checkpoint owns: writes of a missing checkpoint, unreferenced blobs."""

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from ag_ui.core import RunStartedEvent, ToolCallStartEvent
 
-from app.core.runlog import LiveLog, LogWriter
-from app.core.storage import open_storage
+from app.core.runs.log import LiveLog, LogWriter
+from app.core.storage.backends import open_storage
 from app.settings import Settings
 
 DEADLINE_S = 10.0

@@ -1,4 +1,4 @@
-"""The run store's contract (`app.core.runs.RunStore`) on both backends, through its public
+"""The run store's contract (`app.core.storage.runs.RunStore`) on both backends, through its public
 interface: each test runs on a fresh SQLite file (`[sqlite]`) and on a fresh PostgreSQL
 database (`[postgres]`), opened the way the service opens them (`open_storage`)."""
 
@@ -14,17 +14,17 @@ from typing import Any
 import psycopg
 import pytest
 
-from app.core.runs import (
+from app.core.storage.backends import open_storage
+from app.core.storage.runs import (
     Admission,
-    Ending,
+    MultitaskStrategy,
+    RunEnd,
     RunError,
     RunRecord,
     RunStatus,
     RunStore,
     StoredRun,
-    Strategy,
 )
-from app.core.storage import open_storage
 from app.settings import Settings
 
 T0 = 1_800_000_000.0  # a fixed start time, so orders and cut-offs are exact
@@ -92,14 +92,14 @@ def stored(
     return StoredRun(record=record, owner=owner, request=request, checkpoint_before=checkpoint)
 
 
-def ending(
+def run_end(
     thread_id: str,
     run_id: str,
     at: float,
     status: RunStatus = "success",
     error: RunError | None = None,
-) -> Ending:
-    return Ending(thread_id, run_id, status, at, error)
+) -> RunEnd:
+    return RunEnd(thread_id, run_id, status, at, error)
 
 
 async def test_a_created_run_reads_back_with_its_record_owner_request_and_checkpoint(
@@ -154,7 +154,7 @@ async def test_active_runs_are_the_queued_and_running_ones_oldest_first(store: R
     await store.create(stored("t1", "running", at=T0 + 1))
     await store.create(stored("t2", "queued", at=T0 + 2, status="queued"))
     await store.create(stored("t3", "first", at=T0 - 1))
-    await store.write((), [ending("t1", "done", T0 + 5)])
+    await store.write((), [run_end("t1", "done", T0 + 5)])
 
     active = await store.active()
 
@@ -177,14 +177,14 @@ async def test_events_are_read_after_a_number_in_order_and_one_logged_twice_is_k
     assert await store.events("t1", "other") == []
 
 
-async def test_an_ending_records_status_time_and_error_and_moves_its_thread_to_the_top(
+async def test_a_run_end_records_status_time_and_error_and_moves_its_thread_to_the_top(
     store: RunStore,
 ) -> None:
     await store.create(stored("t1", "r1", at=T0))
     await store.create(stored("t2", "r1", at=T0 + 1))
     failed = RunError(code="model_error", message="模型服务出错")
 
-    await store.write([("t1", "r1", 1, "{}")], [ending("t1", "r1", T0 + 9, "error", failed)])
+    await store.write([("t1", "r1", 1, "{}")], [run_end("t1", "r1", T0 + 9, "error", failed)])
 
     record = await store.get("t1", "r1")
     assert record is not None
@@ -203,7 +203,7 @@ async def test_an_ending_records_status_time_and_error_and_moves_its_thread_to_t
     ]
 
 
-async def test_one_write_records_several_endings_and_their_events_at_once(
+async def test_one_write_records_several_run_ends_and_their_events_at_once(
     store: RunStore,
 ) -> None:
     for run_id in ("r1", "r2"):
@@ -214,9 +214,9 @@ async def test_one_write_records_several_endings_and_their_events_at_once(
     await store.write(
         [("t1", "r1", 2, '{"n":2}'), ("t1", "r2", 1, '{"n":1}'), ("t2", "r1", 1, "{}")],
         [
-            ending("t1", "r2", T0 + 7),
-            ending("t1", "r1", T0 + 5, "cancelled", RunError(code="cancelled", message="停")),
-            ending("t2", "r1", T0 + 6),
+            run_end("t1", "r2", T0 + 7),
+            run_end("t1", "r1", T0 + 5, "cancelled", RunError(code="cancelled", message="停")),
+            run_end("t2", "r1", T0 + 6),
         ],
     )
 
@@ -227,7 +227,7 @@ async def test_one_write_records_several_endings_and_their_events_at_once(
     ]
     assert await store.events("t1", "r1") == [(1, "{}"), (2, '{"n":2}')]
     assert await store.events("t1", "r2") == [(1, '{"n":1}')]
-    # The thread's activity is its latest ending, whichever came first in the batch.
+    # The thread's activity is its latest end, whichever came first in the batch.
     assert [(s.thread_id, s.updated_at) for s in await store.threads(None, 10)] == [
         ("t1", T0 + 7),
         ("t2", T0 + 6),
@@ -240,7 +240,7 @@ async def test_expire_drops_only_the_logs_of_runs_finished_before_the_cut_off(
     for thread_id in ("old", "recent", "running"):
         await store.create(stored(thread_id, "r1"))
         await store.write([(thread_id, "r1", 1, "{}")])
-    await store.write((), [ending("old", "r1", T0 + 1), ending("recent", "r1", T0 + HOUR)])
+    await store.write((), [run_end("old", "r1", T0 + 1), run_end("recent", "r1", T0 + HOUR)])
 
     await store.expire(T0 + 60)
 
@@ -289,7 +289,7 @@ async def test_a_nul_in_a_title_or_an_error_reads_back_as_u_fffd_on_both_backend
     titled = [s.title for s in await store.threads(None, 10)]
     renamed = await store.rename_thread("t1", "名\x00字")
     failed = RunError(code="model_error", message="坏\x00了")
-    await store.write((), [ending("t1", "r1", T0 + 1, "error", failed)])
+    await store.write((), [run_end("t1", "r1", T0 + 1, "error", failed)])
     run = await store.get("t1", "r1")
 
     assert titled == ["北\ufffd京"]
@@ -303,7 +303,7 @@ async def test_forgetting_a_thread_drops_its_runs_logs_list_entry_and_lease(
     store: RunStore,
 ) -> None:
     for thread_id in ("gone", "kept"):
-        await store.admit(stored(thread_id, "r1"), strategy="reject", ttl_s=30)
+        await store.admit(stored(thread_id, "r1"), strategy="reject", ttl_s=30, max_queued=10)
         await store.write([(thread_id, "r1", 1, "{}")])
 
     await store.forget_thread("gone")
@@ -320,7 +320,7 @@ async def test_reopening_the_database_finds_everything_and_sets_up_nothing_twice
 ) -> None:
     async with opener() as store:
         await store.create(stored("t1", "r1"))
-        await store.write([("t1", "r1", 1, "{}")], [ending("t1", "r1", T0 + 1)])
+        await store.write([("t1", "r1", 1, "{}")], [run_end("t1", "r1", T0 + 1)])
         before = (await store.get("t1", "r1"), await store.threads(None, 10))
 
     async with opener() as store:
@@ -336,7 +336,7 @@ async def test_a_database_from_before_the_thread_list_gets_it_rebuilt_from_its_r
         await store.create(stored("older", "r1", at=T0, text="更早的会话"))
         await store.create(stored("old", "r1", at=T0 + 1, text="早先的会话"))
         await store.create(stored("older", "r2", at=T0 + 2, graph="tushare", text="第二句"))
-        await store.write((), [ending("older", "r2", T0 + 5), ending("old", "r1", T0 + 3)])
+        await store.write((), [run_end("older", "r2", T0 + 5), run_end("old", "r1", T0 + 3)])
     execute(agent_db, "DROP TABLE agent_threads")
 
     async with opener() as store:
@@ -359,7 +359,7 @@ async def test_a_write_whose_caller_is_cancelled_is_completed_all_the_same(
 ) -> None:
     await store.create(stored("t1", "r1"))
     events = [("t1", "r1", seq, f'{{"n":{seq}}}') for seq in range(1, 201)]
-    writing = asyncio.create_task(store.write(events, [ending("t1", "r1", T0 + 1)]))
+    writing = asyncio.create_task(store.write(events, [run_end("t1", "r1", T0 + 1)]))
     await asyncio.sleep(0)  # a yield, not a wait: the write starts, then its caller is cancelled
     writing.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -383,9 +383,13 @@ async def test_a_database_that_answers_passes_the_probe(store: RunStore) -> None
 
 
 async def admit(
-    store: RunStore, run: StoredRun, strategy: Strategy = "enqueue", ttl_s: float = 30
+    store: RunStore,
+    run: StoredRun,
+    strategy: MultitaskStrategy = "enqueue",
+    ttl_s: float = 30,
+    max_queued: int = 10,
 ) -> Admission:
-    return await store.admit(run, strategy=strategy, ttl_s=ttl_s)
+    return await store.admit(run, strategy=strategy, ttl_s=ttl_s, max_queued=max_queued)
 
 
 async def test_a_run_on_an_idle_thread_is_admitted_running_with_the_threads_lease(
@@ -438,12 +442,12 @@ async def test_a_queued_run_gets_its_turn_once_it_is_the_oldest_and_nothing_runs
     await admit(store, stored("t1", "r3", owner="host:3"))
 
     while_running = await store.claim_turn("t1", "r2", "host:2", 30)
-    await store.write([], [Ending("t1", "r1", "success", T0 + 1, None, "host:1")])
+    await store.write([], [RunEnd("t1", "r1", "success", T0 + 1, None, "host:1")])
     out_of_order = await store.claim_turn("t1", "r3", "host:3", 30)
     turn = await store.claim_turn("t1", "r2", "host:2", 30)
 
     assert (while_running, out_of_order, turn) == (False, False, True)
-    assert await store.renew("host:1", 30) == []  # the ending released the lease
+    assert await store.renew("host:1", 30) == []  # the run's end released the lease
     assert await store.renew("host:2", 30) == ["t1"]
     run = await store.get("t1", "r2")
     assert run is not None and (run.record.status, run.owner) == ("running", "host:2")
@@ -453,13 +457,13 @@ async def test_a_run_created_before_another_of_its_thread_ended_is_admitted_stal
     store: RunStore,
 ) -> None:
     await admit(store, stored("t1", "r1", owner="host:1"))
-    await store.write([], [Ending("t1", "r1", "interrupted", T0 + 1, None, "host:1")])
+    await store.write([], [RunEnd("t1", "r1", "interrupted", T0 + 1, None, "host:1")])
 
     # r2's state was read before r1 ended (in another process): it must be read again.
     overlapping = await admit(store, stored("t1", "r2", at=T0 + 0.5))
     queued = await admit(store, stored("t1", "r3", at=T0 + 0.5))  # reads it at its turn
-    await store.write([], [Ending("t1", "r2", "success", T0 + 2, None, "host:1")])
-    await store.write([], [Ending("t1", "r3", "success", T0 + 3, None, "host:1")])
+    await store.write([], [RunEnd("t1", "r2", "success", T0 + 2, None, "host:1")])
+    await store.write([], [RunEnd("t1", "r3", "success", T0 + 3, None, "host:1")])
     later = await admit(store, stored("t1", "r4", at=T0 + HOUR))
 
     assert overlapping == Admission("created", "running", (), stale=True)
@@ -505,16 +509,16 @@ async def test_runs_no_live_process_holds_are_orphans_and_each_is_adopted_once(
     assert await store.orphans() == []
 
 
-async def test_an_ending_from_a_process_that_lost_its_run_is_not_recorded(
+async def test_a_run_end_from_a_process_that_lost_its_run_is_not_recorded(
     store: RunStore,
 ) -> None:
     run = stored("t1", "r1", owner="host:1")
     await admit(store, run)
     assert await store.adopt(run, "host:2", 30, force=True) is True  # host:1 died
 
-    await store.write([], [Ending("t1", "r1", "success", T0 + 1, None, "host:1")])
+    await store.write([], [RunEnd("t1", "r1", "success", T0 + 1, None, "host:1")])
     after_loser = await store.get("t1", "r1")
-    await store.write([], [Ending("t1", "r1", "success", T0 + 2, None, "host:2")])
+    await store.write([], [RunEnd("t1", "r1", "success", T0 + 2, None, "host:2")])
     after_holder = await store.get("t1", "r1")
 
     assert after_loser is not None and after_loser.record.status == "running"
@@ -524,10 +528,26 @@ async def test_an_ending_from_a_process_that_lost_its_run_is_not_recorded(
 
 async def test_a_cancel_request_marks_only_an_active_run(store: RunStore) -> None:
     await admit(store, stored("t1", "r1"))
-    await store.write([], [ending("t1", "r1", T0 + 1)])
+    await store.write([], [run_end("t1", "r1", T0 + 1)])
     await admit(store, stored("t1", "r2"))
 
     assert await store.request_cancel("t1", "r1") is False
     assert await store.request_cancel("t1", "r2") is True
     assert await store.request_cancel("t1", "nope") is False
     assert await store.cancel_requests("host:1") == [("t1", "r2")]
+
+
+async def test_a_thread_with_max_queued_runs_waiting_refuses_another_whoever_queued_them(
+    store: RunStore,
+) -> None:
+    await admit(store, stored("t1", "running", owner="host:1"))
+    waiting = [
+        await admit(store, stored("t1", f"q{n}", owner=f"host:{n}"), max_queued=2) for n in (2, 3)
+    ]
+    full = await admit(store, stored("t1", "q4", owner="host:4"), max_queued=2)
+    other = await admit(store, stored("t2", "free", owner="host:4"), max_queued=2)
+
+    assert [a.status for a in waiting] == ["queued", "queued"]
+    assert (full.outcome, full.status, full.ahead) == ("full", None, ("running", "q2", "q3"))
+    assert await store.get("t1", "q4") is None  # refused: nothing recorded
+    assert (other.outcome, other.status) == ("created", "running")

@@ -17,10 +17,10 @@ from ag_ui.core import RunErrorEvent, RunFinishedEvent, UserMessage
 from langchain_core.messages import AIMessage
 
 from app.core.errors import Unavailable
-from app.core.prepare import CALL_INTERRUPTED
-from app.core.runs import Admission, Ending, RunError
-from app.core.service import open_service
-from app.core.threads import run_config
+from app.core.runs.prepare import CALL_INTERRUPTED
+from app.core.runs.service import open_service
+from app.core.runs.threads import run_config
+from app.core.storage.runs import Admission, RunEnd, RunError
 from app.settings import Settings
 from tests.doubles.llm import ScriptedLLM, call, hang, text, tool_call, tool_calls
 from tests.doubles.open_meteo import FakeOpenMeteo
@@ -140,7 +140,7 @@ async def test_a_call_left_by_a_run_that_ended_unexpectedly_is_not_blamed_on_the
         # Its record says it ended (as a process that failed mid-run records it); its
         # checkpoint still has the call it never answered.
         failed = RunError(code="internal_error", message="内部错误")
-        await service.store.write([], [Ending("t5", "old", "error", time.time(), failed)])
+        await service.store.write([], [RunEnd("t5", "old", "error", time.time(), failed)])
         newer = await service.start_run(
             "weather", thread_id="t5", run_id="new", messages=_message("算了")
         )
@@ -190,6 +190,35 @@ async def test_a_message_checked_before_another_process_s_run_stopped_at_a_quest
     assert result.error is not None and result.error.code == "awaiting_answers"
     assert [i.message for i in view.interrupts] == ["哪个城市？"]
     assert len(llm.requests) == 1  # r2 never reached the model
+
+
+async def test_a_run_cancelled_while_the_database_admits_it_ends_cancelled_without_running(
+    llm: ScriptedLLM,
+) -> None:
+    llm.script(text("不该出现。"))
+    async with open_service(Settings(), only="weather") as service:
+        admit = service.store.admit
+        admitting, cancelled = asyncio.Event(), asyncio.Event()
+
+        async def admit_after_the_cancel(*args: Any, **kwargs: Any) -> Admission:
+            admitting.set()
+            await cancelled.wait()
+            return await admit(*args, **kwargs)
+
+        service.store.admit = admit_after_the_cancel  # type: ignore[method-assign]
+        async with asyncio.timeout(10):
+            starting = asyncio.create_task(
+                service.start_run("weather", thread_id="t7", run_id="r1", messages=_message("嗨"))
+            )
+            await admitting.wait()  # the run is held here, it has no task yet
+            await service.cancel_run("t7", "r1")
+            cancelled.set()
+            result = await (await starting).result()
+        record = await service.run_record("t7", "r1")
+
+    assert result.error is not None and result.error.code == "cancelled"
+    assert record.status == "cancelled"
+    assert llm.requests == []  # it never reached the model
 
 
 async def _until(check: Callable[[], object]) -> None:

@@ -15,14 +15,14 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from pydantic import ValidationError
 
 from app.core.errors import StorageUnavailable
-from app.core.logs import formatter_for
-from app.core.pgsaver import PooledPostgresSaver
-from app.core.runs_postgres import PostgresRunStore
-from app.core.runs_sqlite import SqliteRunStore
-from app.core.sqlitesaver import OneHopSqliteSaver
-from app.core.storage import open_storage
+from app.core.observability.logs import formatter_for
+from app.core.storage.backends import open_storage
+from app.core.storage.postgres.runs import PostgresRunStore
+from app.core.storage.postgres.saver import PooledPostgresSaver
+from app.core.storage.sqlite.runs import SqliteRunStore
+from app.core.storage.sqlite.saver import OneHopSqliteSaver
 from app.settings import PostgresDb, Settings, SqliteDb
-from tests.processes import free_port
+from tests.support.processes import refused_port
 from tools.secrets import redactor_for
 
 PASSWORD = "pg-S3cret-pass/word"  # a "/", which a URL must escape
@@ -136,9 +136,7 @@ async def test_sqlite_and_postgres_each_open_their_own_saver_and_run_store(
         on_postgres = (type(saver), type(runs))
 
     assert on_sqlite == (OneHopSqliteSaver, SqliteRunStore)
-    assert issubclass(OneHopSqliteSaver, AsyncSqliteSaver)
     assert on_postgres == (PooledPostgresSaver, PostgresRunStore)
-    assert issubclass(PooledPostgresSaver, AsyncPostgresSaver)
 
 
 MESSAGES = [HumanMessage("北京天气怎么样", id="h1"), AIMessage("晴", id="a1")]
@@ -149,13 +147,15 @@ PENDING = [
 ]
 
 
+_THREAD: RunnableConfig = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
+
+
 async def _write_a_step(saver: BaseCheckpointSaver) -> tuple[RunnableConfig, RunnableConfig]:
     """A first checkpoint, a second with values, and writes against it: (first, second)."""
     checkpoint = empty_checkpoint()
     checkpoint["channel_values"] = {"messages": MESSAGES, "step": 3, "branch:to:agent": None}
     checkpoint["channel_versions"] = {"messages": "00000000000000000000000000000002.5"}
-    config: RunnableConfig = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
-    first = await saver.aput(config, empty_checkpoint(), {"step": -1}, {})
+    first = await saver.aput(_THREAD, empty_checkpoint(), {"step": -1}, {})
     saved = await saver.aput(
         first, checkpoint, {"source": "loop", "step": 0}, {**checkpoint["channel_versions"]}
     )
@@ -200,10 +200,48 @@ async def test_checkpoints_and_writes_of_the_one_hop_saver_read_back_through_lan
     _assert_read_back(read, first)
 
 
-async def test_a_postgres_server_that_is_not_there_is_named_without_the_password() -> None:
-    url = f"postgresql://agent:{PASSWORD.replace('/', '%2F')}@127.0.0.1:{free_port()}/agents"
+async def test_checkpoints_and_writes_langgraphs_own_postgres_saver_made_read_back_through_ours(
+    postgres_url: str,
+) -> None:
+    async with open_storage(Settings(agent_db=postgres_url)):
+        pass  # our tables and LangGraph's, as the service makes them
+    async with AsyncPostgresSaver.from_conn_string(postgres_url) as plain:
+        first, saved = await _write_a_step(plain)
 
-    with pytest.raises(StorageUnavailable) as refused:
+    async with open_storage(Settings(agent_db=postgres_url)) as (saver, _):
+        read = await saver.aget_tuple(saved)
+        listed = [found.config async for found in saver.alist(_THREAD)]
+
+    _assert_read_back(read, first)
+    assert {c["configurable"]["checkpoint_id"] for c in listed} == {
+        saved["configurable"]["checkpoint_id"],
+        first["configurable"]["checkpoint_id"],
+    }
+
+
+async def test_checkpoints_and_writes_langgraphs_own_sqlite_saver_made_read_back_through_ours(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "agent.sqlite"
+    async with open_storage(Settings(agent_db=str(path))):
+        pass
+    async with AsyncSqliteSaver.from_conn_string(str(path)) as plain:
+        first, saved = await _write_a_step(plain)
+
+    async with open_storage(Settings(agent_db=str(path))) as (saver, _):
+        read = await saver.aget_tuple(saved)
+        listed = [found.config async for found in saver.alist(_THREAD)]
+
+    _assert_read_back(read, first)
+    assert {c["configurable"]["checkpoint_id"] for c in listed} == {
+        saved["configurable"]["checkpoint_id"],
+        first["configurable"]["checkpoint_id"],
+    }
+
+
+async def test_a_postgres_server_that_is_not_there_is_named_without_the_password() -> None:
+    with refused_port() as port, pytest.raises(StorageUnavailable) as refused:
+        url = f"postgresql://agent:{PASSWORD.replace('/', '%2F')}@127.0.0.1:{port}/agents"
         async with open_storage(Settings(agent_db=url)):
             pass
 

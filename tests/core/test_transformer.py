@@ -31,7 +31,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.state import CompiledStateGraph
 
-from app.core.events import stream_run
+from app.core.runs.events import stream_run
 from graphs.react import build_react_graph
 from graphs.settings import GraphSettings
 from tests.doubles.chat_model import (

@@ -27,12 +27,12 @@ import httpx
 import psycopg
 import pytest
 
-from tests.doubles.env import env_for_subprocess
 from tests.doubles.llm import ScriptedLLM
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.doubles.otlp import OtlpReceiver
-from tests.postgres import fresh_database
-from tests.processes import SERVE, ServerProcess
+from tests.support.env import env_for_subprocess
+from tests.support.postgres import fresh_database
+from tests.support.processes import SERVE, ServerProcess
 
 API_KEY = "agent-key-4d1f0c7e"
 OPENAI_SECRET = "sk-test-SECRET-9f8e7d6c5b4a"
@@ -125,10 +125,13 @@ def server(
     _meteo_server: FakeOpenMeteo,
     tmp_path_factory: pytest.TempPathFactory,
     backend: Backend,
+    request: pytest.FixtureRequest,
 ) -> Iterator[ServerProcess]:
-    """The module's server process (a fresh database per module and backend)."""
+    """The module's server process (a fresh database per module and backend), with the
+    module's `SERVER_ENV` (a dict of variables) added to the suite's environment."""
     data_dir = tmp_path_factory.mktemp("service")
-    with serving(_llm_server, _meteo_server, data_dir, backend) as process:
+    extra: dict[str, str] = getattr(request.module, "SERVER_ENV", {})
+    with serving(_llm_server, _meteo_server, data_dir, backend, **extra) as process:
         yield process
 
 

@@ -8,10 +8,9 @@ from typing import Any
 import httpx
 import pytest
 
-from app.core.prepare import CALL_ABANDONED
+from app.core.runs.prepare import CALL_ABANDONED
 from tests.doubles.llm import ScriptedLLM, call, error, hang, text, tool_call, tool_calls
 from tests.doubles.open_meteo import HANG_CITY
-from tests.processes import ServerProcess
 from tests.service.conftest import (
     API_KEY,
     OPENAI_SECRET,
@@ -21,6 +20,9 @@ from tests.service.conftest import (
     parse_sse,
     run_body,
 )
+from tests.support.processes import ServerProcess
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 
 def outline(stream: Stream) -> list[tuple[Any, ...]]:

@@ -16,8 +16,10 @@ import httpx
 import pytest
 
 from tests.doubles.llm import ScriptedLLM, text, tool_call
-from tests.processes import REACT_AGENT
 from tests.service.conftest import API_KEY, UI_ORIGIN, Api, answer, run_body
+from tests.support.processes import REACT_AGENT
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 
 @dataclass
@@ -117,6 +119,20 @@ CASES: dict[str, tuple[Request, int, str]] = {
     ),
     "oversized message": (
         post_json("/api/agents/weather", run_body("t-long", ("u", "a" * 40_000))),
+        422,
+        "message_too_large",
+    ),
+    "an oversized answer": (
+        post_json(
+            "/api/agents/weather",
+            resume_with(
+                lambda p: {
+                    "interruptId": p.interrupt_id,
+                    "status": "resolved",
+                    "payload": {"value": "a" * 40_000},
+                }
+            ),
+        ),
         422,
         "message_too_large",
     ),
@@ -239,7 +255,7 @@ def test_a_client_that_hangs_up_mid_upload_leaves_one_quiet_log_line(
     server = api.server
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
         sock.sendall(
-            b"POST /api/agents/weather HTTP/1.1\r\nHost: x\r\n"
+            b"POST /api/agents/weather HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             + f"Authorization: Bearer {API_KEY}\r\n".encode()
             + b"Content-Type: application/json\r\nContent-Length: 5000\r\n\r\n"
             + b'{"threadId": "'

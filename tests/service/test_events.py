@@ -20,8 +20,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
-from app.core.events import INTERNAL_ERROR, stream_run
-from app.core.threads import run_config
+from app.core.runs.events import INTERNAL_ERROR, stream_run
+from app.core.runs.threads import run_config
 
 
 class State(TypedDict):

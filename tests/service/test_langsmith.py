@@ -11,8 +11,10 @@ import pytest
 from tests.doubles.langsmith import LangSmithSink
 from tests.doubles.llm import ScriptedLLM, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
-from tests.processes import ServerProcess, free_port
 from tests.service.conftest import Api, Backend, run_body, server_env
+from tests.support.processes import ServerProcess, refused_port
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 LANGSMITH_KEY = "lsv2-test-SECRET-2718281828"
 ID_FIELDS = ("messageId", "toolCallId", "parentMessageId")
@@ -46,17 +48,18 @@ def servers(
     backend: Backend,
 ) -> Iterator[dict[str, ServerProcess]]:
     traced = {"LANGSMITH_TRACING": "true", "LANGSMITH_API_KEY": LANGSMITH_KEY}
-    unreachable = f"http://127.0.0.1:{free_port()}"
     started: dict[str, ServerProcess] = {}
-    try:
-        serve = (_llm_server, _meteo_server, tmp_path_factory, backend)
-        started["off"] = _serve(*serve)
-        started["to a sink"] = _serve(*serve, LANGSMITH_ENDPOINT=sink.url, **traced)
-        started["to nowhere"] = _serve(*serve, LANGSMITH_ENDPOINT=unreachable, **traced)
-        yield started
-    finally:
-        for process in started.values():
-            process.stop()
+    with refused_port() as port:
+        unreachable = f"http://127.0.0.1:{port}"
+        try:
+            serve = (_llm_server, _meteo_server, tmp_path_factory, backend)
+            started["off"] = _serve(*serve)
+            started["to a sink"] = _serve(*serve, LANGSMITH_ENDPOINT=sink.url, **traced)
+            started["to nowhere"] = _serve(*serve, LANGSMITH_ENDPOINT=unreachable, **traced)
+            yield started
+        finally:
+            for process in started.values():
+                process.stop()
 
 
 def scripted_run(server: ServerProcess, llm: ScriptedLLM, thread_id: str) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,8 +13,10 @@ import pytest
 from tests.doubles.llm import ScriptedLLM, error, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.doubles.otlp import OtlpReceiver
-from tests.processes import ServerProcess
 from tests.service.conftest import API_KEY, OPENAI_SECRET, Api, Backend, run_body, server_env
+from tests.support.processes import ServerProcess
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 TUSHARE_SECRET = "ts-token-SECRET-31415926"
 TRACE_ID = re.compile(r"[0-9a-f]{32}")
@@ -46,6 +49,14 @@ def json_server(
     process = ServerProcess(env)
     yield process
     process.stop()
+
+
+def wait_for_lines(server: ServerProcess, needle: str, count: int, within_s: float = 10.0) -> None:
+    """Until the child has written `count` lines containing `needle`."""
+    deadline = time.monotonic() + within_s
+    while sum(needle in line for line in list(server.log)) < count:
+        assert time.monotonic() < deadline, server.log_text[-3000:]
+        time.sleep(0.05)  # polling the child's output, not a wait for a result
 
 
 def records(server: ServerProcess) -> list[dict[str, Any]]:
@@ -110,7 +121,43 @@ def test_text_lines_stay_readable_and_mask_a_secret_an_endpoint_echoes(
 
     assert failed.last["code"] == "model_error"
     run_line = server.logged(f"run thread={thread_id} ")
-    assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO app\.core\.events: run ", run_line)
+    assert re.match(
+        r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO app\.core\.runs\.events: run ", run_line
+    )
     assert "Incorrect API key provided: ***" in server.log_text
     assert OPENAI_SECRET not in server.log_text
     assert API_KEY not in server.log_text
+
+
+@pytest.fixture(scope="module")
+def keyless_server(
+    _llm_server: ScriptedLLM,
+    _meteo_server: FakeOpenMeteo,
+    tmp_path_factory: pytest.TempPathFactory,
+    backend: Backend,
+) -> Iterator[ServerProcess]:
+    env = server_env(
+        _llm_server, _meteo_server, tmp_path_factory.mktemp("keyless"), backend=backend
+    )
+    del env["OPENAI_API_KEY"]
+    process = ServerProcess(env)
+    yield process
+    process.stop()
+
+
+def test_a_missing_model_setting_is_logged_as_one_line_once_however_many_runs_it_fails(
+    keyless_server: ServerProcess, llm: ScriptedLLM
+) -> None:
+    api = Api(keyless_server)
+    try:
+        answers = [api.chat(graph="weather", message=f"第 {n} 条") for n in range(3)]
+    finally:
+        api.close()
+
+    assert [a.json()["code"] for a in answers] == ["model_not_configured"] * 3
+    wait_for_lines(keyless_server, "outcome=error", 3)
+    mentions = [line for line in keyless_server.log if "OPENAI_API_KEY" in line]
+    assert len(mentions) == 1, keyless_server.log_text
+    assert "configuration error: 模型未配置：需要设置环境变量 OPENAI_API_KEY" in mentions[0]
+    assert "Traceback" not in keyless_server.log_text
+    assert llm.requests == []

@@ -15,8 +15,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.doubles.llm import ScriptedLLM, error, hang, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
-from tests.processes import ServerProcess
 from tests.service.conftest import API_KEY, Api, Backend, Stream, answer, run_body, server_env
+from tests.support.processes import ServerProcess
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 Counts = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -69,6 +71,9 @@ def test_a_question_an_answer_and_a_tool_error_add_exactly_the_expected_counts(
         "agent_run_first_token_seconds_count{graph=weather}": 1,
         "agent_model_calls_total{graph=weather,outcome=ok}": 3,
         "agent_model_call_duration_seconds_count{graph=weather,outcome=ok}": 3,
+        # Streamed calls ask for usage too; the double reports 10 prompt tokens a call.
+        "agent_model_tokens_total{direction=input,graph=weather}": 30,
+        "agent_model_tokens_total{direction=output,graph=weather}": 37,
         "agent_tool_calls_total{graph=weather,outcome=ok,tool=ask_input}": 1,
         "agent_tool_calls_total{graph=weather,outcome=error,tool=get_weather}": 1,
         "agent_tool_call_duration_seconds_count{graph=weather,outcome=ok,tool=ask_input}": 1,

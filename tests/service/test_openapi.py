@@ -36,8 +36,10 @@ from app.http.server import create_app
 from app.settings import Settings
 from tests.doubles.llm import ScriptedLLM, text
 from tests.doubles.open_meteo import FakeOpenMeteo
-from tests.processes import ServerProcess, free_port
 from tests.service.conftest import API_KEY, Backend, server_env
+from tests.support.processes import ServerProcess, refused_port
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 SCHEMATHESIS = str(Path(sys.executable).with_name("schemathesis"))
 HOOKS = str(Path(__file__).with_name("openapi_hooks.py"))
@@ -59,11 +61,14 @@ max-steps = 8
 REQUEST_TIMEOUT_S = 10
 CASES_LIMIT_S = 600  # examples, coverage, fuzzing: bounded by counts; this only stops a hang
 STATEFUL_BUDGET_S = 45  # then schemathesis is interrupted (SIGINT) and reports
-GRACE_S = 30  # for it to stop and report; past that it is killed and the test fails
+GRACE_S = 60  # for it to stop and report; past that it is killed and the test fails
 # Links the stateful phase must have followed: fewer means it no longer reaches real runs.
 MIN_LINKS_COVERED = 8
 
 ERROR_REF = "#/components/schemas/ErrorBody"
+# An in-process client addressed as the browser on this machine would (not "testserver":
+# the Host allow-list refuses that).
+LOCAL = "http://localhost"
 TWO = b"\xb2"  # "²" in Latin-1 (how headers are read): `isdigit()` says yes, `int()` says no
 
 
@@ -77,14 +82,15 @@ def fuzzed_server(
     """A server of its own: schemathesis leaves many threads behind."""
     data_dir = tmp_path_factory.mktemp("openapi")
     # No Tushare token (so no MCP connect), and a dead address should one be tried.
-    unreachable = f"http://127.0.0.1:{free_port()}/mcp/"
-    process = ServerProcess(
-        server_env(
-            _llm_server, _meteo_server, data_dir, backend=backend, TUSHARE_MCP_URL=unreachable
+    with refused_port() as port:
+        unreachable = f"http://127.0.0.1:{port}/mcp/"
+        process = ServerProcess(
+            server_env(
+                _llm_server, _meteo_server, data_dir, backend=backend, TUSHARE_MCP_URL=unreachable
+            )
         )
-    )
-    yield process
-    process.stop()
+        yield process
+        process.stop()
 
 
 @pytest.mark.timeout(CASES_LIMIT_S + STATEFUL_BUDGET_S + 2 * GRACE_S + 60)
@@ -202,18 +208,22 @@ def test_each_route_documents_what_it_answers() -> None:
     responses = {name: set(op["responses"]) for name, op in _operations(_schema())}
 
     assert responses["POST /api/agents/{graph_id}"] == {
-        "200", "400", "404", "409", "413", "422", "503"
+        "200", "400", "404", "409", "413", "415", "422", "429", "503"
     }  # fmt: skip
-    assert responses["POST /api/chat"] == {"200", "400", "404", "409", "413", "422", "502", "503"}
+    assert responses["POST /api/chat"] == {
+        "200", "400", "404", "409", "413", "415", "422", "429", "502", "503"
+    }  # fmt: skip
     assert responses["GET /api/threads/{thread_id}/runs/{run_id}/stream"] == {
         "200", "404", "410", "422"
     }  # fmt: skip
     assert responses["POST /api/threads/{thread_id}/runs/{run_id}/cancel"] == {
-        "202", "404", "409", "422"
+        "202", "404", "409", "415", "422"
     }  # fmt: skip
     assert responses["DELETE /api/threads/{thread_id}"] == {"204", "409", "422"}
     assert responses["GET /api/threads"] == {"200", "404", "422"}
-    assert responses["PATCH /api/threads/{thread_id}"] == {"200", "400", "404", "413", "422"}
+    assert responses["PATCH /api/threads/{thread_id}"] == {
+        "200", "400", "404", "413", "415", "422"
+    }  # fmt: skip
     assert responses["GET /readyz"] == {"200", "503"}
     assert "404" not in responses["GET /metrics"]  # metrics on: never a 404
     assert "404" in {s for s in _metrics_responses(agent_metrics=False)}
@@ -254,11 +264,15 @@ def test_hand_parsed_bodies_keep_their_schemas() -> None:
 
 def test_odd_parameters_and_unknown_paths_answer_the_error_body() -> None:
     stream = "/api/threads/t1/runs/r1/stream"
-    with TestClient(create_app()) as client:
+    with TestClient(create_app(), base_url=LOCAL) as client:
         bad_after = client.get(stream, params={"after": "-1"})
         strange_id = client.get(stream, headers={"Last-Event-ID": TWO})
         huge_id = client.get(stream, headers={"Last-Event-ID": "9" * 30})
-        strange_length = client.post("/api/chat", content=b"{}", headers={"Content-Length": TWO})
+        strange_length = client.post(
+            "/api/chat",
+            content=b"{}",
+            headers={"Content-Length": TWO, "Content-Type": "application/json"},
+        )
         nowhere = client.get("/api/nowhere")
         wrong_method = client.put("/api/chat")
 

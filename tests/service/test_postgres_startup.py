@@ -12,10 +12,12 @@ from urllib.parse import quote, urlsplit
 import psycopg
 import pytest
 
-from tests.doubles.env import env_for_subprocess
 from tests.doubles.llm import ScriptedLLM
 from tests.doubles.open_meteo import FakeOpenMeteo
-from tests.postgres import ProvisioningError, connect_error, throwaway_cluster
+from tests.support.env import env_for_subprocess
+from tests.support.postgres import ProvisioningError, connect_error, throwaway_cluster
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 REACT_AGENT = str(Path(sys.executable).with_name("react-agent"))
 ROOT = Path(__file__).resolve().parents[2]

@@ -29,6 +29,8 @@ from tests.doubles.llm import (
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.service.conftest import Api, Stream, run_body
 
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
+
 CITIES = [call("get_weather", {"location": "北京"}), call("get_weather", {"location": "上海"})]
 
 

@@ -11,6 +11,7 @@ import re
 import sqlite3
 import time
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,10 @@ import pytest
 from tests.cli.conftest import run_cli
 from tests.doubles.llm import ScriptedLLM, hang, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
-from tests.processes import ServerProcess
 from tests.service.conftest import Api, Backend, answer, run_body, server_env
+from tests.support.processes import ServerProcess
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 DEADLINE_S = 30.0
 
@@ -216,3 +219,49 @@ def test_the_server_prunes_by_itself_every_agent_prune_every_s(
     finally:
         api.close()
         process.stop()
+
+
+def _sqlite_pages(db: str) -> tuple[int, int]:
+    """(the database file's size, its free pages) as another process sees them."""
+    with closing(sqlite3.connect(Path(db).absolute().as_uri() + "?mode=ro", uri=True)) as lite:
+        (free,) = lite.execute("PRAGMA freelist_count").fetchone()
+    return Path(db).stat().st_size, int(free)
+
+
+def _vacuums(db: str) -> int:
+    """How many times PostgreSQL's VACUUM (not autovacuum) ran on the checkpoints table."""
+    with psycopg.connect(db, autocommit=True) as pg:
+        found = pg.execute(
+            "SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'checkpoints'"
+        ).fetchone()
+    assert found is not None
+    return int(found[0])
+
+
+def test_prune_compacts_the_database_so_deleted_threads_no_longer_take_space_in_it(
+    api: Api, llm: ScriptedLLM, env: dict[str, str]
+) -> None:
+    db = env["AGENT_DB"]
+    long_text = "长" * 6000  # each checkpoint of the thread holds it again: many pages
+    for _ in range(3):
+        thread_id = new_thread()
+        llm.script(text(long_text))
+        api.chat(graph="weather", threadId=thread_id, message=long_text)
+        assert api.http.delete(f"/api/threads/{thread_id}").status_code == 204
+    if db.startswith("postgresql://"):
+        vacuums = _vacuums(db)
+    else:
+        size, free = _sqlite_pages(db)
+        assert free > 0  # the deleted threads' pages, kept in the file for reuse
+
+    prune(env)
+
+    if db.startswith("postgresql://"):
+        deadline = time.monotonic() + DEADLINE_S
+        while _vacuums(db) <= vacuums:  # the statistics follow the VACUUM, not with it
+            assert time.monotonic() < deadline, "prune never vacuumed the checkpoints"
+            time.sleep(0.05)  # polling PostgreSQL's statistics, not a wait for a result
+    else:
+        after, free_after = _sqlite_pages(db)
+        assert free_after == 0
+        assert after < size

@@ -19,8 +19,10 @@ from app.settings import Settings
 from tests.doubles._server import ServerThread
 from tests.doubles.llm import ScriptedLLM
 from tests.doubles.open_meteo import FakeOpenMeteo
-from tests.processes import ServerProcess
 from tests.service.conftest import SQLITE, Backend, server_env
+from tests.support.processes import ServerProcess
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 DEADLINE_S = 30.0  # the pool reconnects with a back-off of its own
 POLL_S = 0.1

@@ -10,8 +10,10 @@ import pytest
 
 from tests.doubles.llm import ScriptedLLM, deepseek, react, reasoning, text, think, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
-from tests.processes import ServerProcess
 from tests.service.conftest import Api, Backend, Stream, run_body, server_env
+from tests.support.processes import ServerProcess
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 VERIFIER = Path(__file__).with_name("verify_agui.cjs")
 THOUGHT = "用户问北京天气，先查天气再回答。"

@@ -20,10 +20,14 @@ import pytest
 
 from tests.doubles.llm import ScriptedLLM, hang, held, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
-from tests.processes import ServerProcess
 from tests.service.conftest import Api, Backend, answer, run_body, server_env, wait_until
+from tests.support.processes import ServerProcess
 
-LEASE_S = 2.0
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
+
+# Renewed every third of it: a replica starved of the CPU that long (the suite on every
+# core of a busy machine) loses its run to another, which then runs a step again.
+LEASE_S = 4.0
 # A takeover comes within a lease and one heartbeat (a third of it) of the kill.
 TAKEOVER_S = LEASE_S + LEASE_S / 3 + 8.0
 CONCURRENT = 20
@@ -40,7 +44,12 @@ def env(
     _llm_server: ScriptedLLM, _meteo_server: FakeOpenMeteo, data_dir: Path, backend: Backend
 ) -> dict[str, str]:
     return server_env(
-        _llm_server, _meteo_server, data_dir, backend=backend, AGENT_RUN_LEASE_S=str(LEASE_S)
+        _llm_server,
+        _meteo_server,
+        data_dir,
+        backend=backend,
+        AGENT_RUN_LEASE_S=str(LEASE_S),
+        AGENT_MAX_QUEUED_PER_THREAD=str(CONCURRENT),  # all twenty may wait on one thread
     )
 
 

@@ -18,8 +18,10 @@ import pytest
 
 from tests.doubles.llm import ScriptedLLM, call, hang, held, text, tool_call, tool_calls
 from tests.doubles.open_meteo import HANG_CITY, FakeOpenMeteo
-from tests.processes import ServerProcess
 from tests.service.conftest import Api, Backend, Stream, run_body, server_env, wait_until
+from tests.support.processes import ServerProcess
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 VERIFIER = Path(__file__).with_name("verify_agui.cjs")
 DEADLINE_S = 20.0
@@ -342,6 +344,34 @@ def test_events_of_a_run_finished_longer_ago_than_the_ttl_are_gone_with_410(
     finally:
         api.close()
         server.stop()
+
+
+def test_a_run_error_code_this_version_does_not_know_reads_as_run_failed_with_its_message(
+    llm: ScriptedLLM, meteo: FakeOpenMeteo, tmp_path: Path, thread_id: str, backend: Backend
+) -> None:
+    server = start(llm, meteo, tmp_path, backend)
+    api = Api(server)
+    try:
+        llm.script(text("好。"))
+        body = run_body(thread_id, ("u1", "你好"))
+        api.run("weather", body)
+        # As a newer replica on the same database records a failure with a new code.
+        backend.execute(
+            tmp_path,
+            "UPDATE agent_runs SET status='error', error_code='quota_exceeded',"
+            f" error_message='配额已用完' WHERE run_id='{body['runId']}'",
+        )
+
+        listed = api.http.get(f"/api/threads/{thread_id}/runs")
+        one = api.http.get(f"/api/threads/{thread_id}/runs/{body['runId']}")
+    finally:
+        api.close()
+        server.stop()
+
+    assert (listed.status_code, one.status_code) == (200, 200)
+    failed = {"code": "run_failed", "message": "配额已用完"}
+    assert [run["error"] for run in listed.json()] == [failed]
+    assert one.json()["error"] == failed
 
 
 def _gone(api: Api, path: str) -> Any:

@@ -36,12 +36,14 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.doubles.env import env_for_subprocess
-from tests.doubles.llm import ScriptedLLM, Turn, error, text, tool_call
+from tests.doubles.llm import ScriptedLLM, Turn, error, reasoning, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.doubles.tushare_mcp import EchoKind, TushareMCP
-from tests.processes import REACT_AGENT, ROOT, ServerProcess
-from tests.service.conftest import Api, Backend, run_body, server_env
+from tests.service.conftest import OPENAI_SECRET, Api, Backend, run_body, server_env
+from tests.support.env import env_for_subprocess
+from tests.support.processes import REACT_AGENT, ROOT, ServerProcess
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 # --- the secrets, and what counts as a piece of one ----------------------------------
 
@@ -195,7 +197,8 @@ UPSTREAMS = [
 BY_ID = {upstream.id: upstream for upstream in UPSTREAMS}
 
 # A body that is not JSON is never answered: the call waits this long, then times out.
-CALL_TIMEOUT_S = "1"
+# Every other call must end well within it, on a machine running the suite on all cores.
+CALL_TIMEOUT_S = "3"
 LOG_WAIT_S = 30.0
 POLL_S = 0.02
 
@@ -596,6 +599,8 @@ def cli_outputs(
     yield outputs
 
 
+# The first test's set-up runs `cli_outputs`: every phase's CLI processes, 90 s each at most.
+@pytest.mark.timeout(90 * len(PHASES) + 60)
 @pytest.mark.parametrize("upstream_id", [case for phase in PHASES for case in phase])
 def test_no_fragment_of_any_secret_an_upstream_echoes_reaches_the_cli_output_or_cli_log(
     upstream_id: str, cli_outputs: CliOutputs
@@ -619,3 +624,62 @@ def test_the_fragment_check_finds_each_form_of_an_echo_and_nothing_once_masked()
             assert leaked(json.dumps({"nested": json.dumps({"m": echoed})}), value), secret_id
     masked = "Incorrect API key provided: *** | *** | https://upstream.example/v1/auth?key=***"
     assert not any(leaked(masked, value) for _, value in SECRETS.values())
+
+
+def test_ids_the_client_sent_come_back_as_sent_though_they_share_a_piece_of_a_secret(
+    server: ServerProcess, llm: ScriptedLLM
+) -> None:
+    # The id is the client's own; that it shares 8 characters with the model key is chance.
+    thread_id = f"t-{OPENAI_SECRET[3:11]}-{uuid.uuid4().hex[:6]}"
+    message_id = f"m-{OPENAI_SECRET[5:13]}"
+    api = Api(server)
+    try:
+        llm.script(text(f"回答里引用了密钥 {OPENAI_SECRET}"))
+        run = api.run("weather", run_body(thread_id, (message_id, "你好")))
+        view = api.http.get(f"/api/threads/{thread_id}").json()
+        runs = api.http.get(f"/api/threads/{thread_id}/runs").json()
+    finally:
+        api.close()
+
+    started = run.events[0]
+    assert (started["type"], started["threadId"]) == ("RUN_STARTED", thread_id)
+    assert view["threadId"] == thread_id
+    assert view["messages"][0]["id"] == message_id
+    assert runs[0]["threadId"] == thread_id
+    # Free text is still masked: the answer that quoted the key.
+    assert "回答里引用了密钥 ***" in json.dumps(view, ensure_ascii=False)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5])
+def test_a_secret_streamed_a_few_characters_at_a_time_is_masked_once_the_pieces_are_joined(
+    server: ServerProcess, llm: ScriptedLLM, size: int
+) -> None:
+    said = f"密钥是 {OPENAI_SECRET}，已经记下。"
+    llm.script(
+        reasoning(
+            f"用户给了 {OPENAI_SECRET} 这个值",
+            tool_call("get_weather", {"location": f"北京 {OPENAI_SECRET}"}, chunk_size=size),
+        ),
+        text(said, chunk_size=size),
+    )
+    thread_id = f"t-{uuid.uuid4().hex[:8]}"
+    api = Api(server)
+    try:
+        live = api.run("weather", run_body(thread_id, ("u1", "记住这个")))
+        run_id = live.events[0]["runId"]
+        replayed = api.join(thread_id, run_id)
+    finally:
+        api.close()
+
+    for stream in (live, replayed):
+        joined = {
+            kind: "".join(e["delta"] for e in stream.events if e["type"] == kind)
+            for kind in ("TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT", "TOOL_CALL_ARGS")
+        }
+        for kind, whole in joined.items():
+            assert leaked(whole, OPENAI_SECRET) == [], (kind, whole)
+            assert "***" in whole, (kind, whole)
+        assert joined["TEXT_MESSAGE_CONTENT"] == "密钥是 ***，已经记下。"
+        assert json.loads(joined["TOOL_CALL_ARGS"]) == {"location": "北京 ***"}
+        assert all(e.get("delta") != "" for e in stream.events)
+    assert [e["type"] for e in live.events] == [e["type"] for e in replayed.events]

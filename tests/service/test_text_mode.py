@@ -14,8 +14,10 @@ import pytest
 from tests.doubles.llm import ScriptedLLM, react, text
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.doubles.tushare_mcp import TushareMCP
-from tests.processes import ServerProcess
 from tests.service.conftest import Api, Backend, Stream, answer, run_body, serving
+from tests.support.processes import ServerProcess
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 TOKEN = "tushare-token-text-mode-service"
 INVENTED = "晴 40°C"

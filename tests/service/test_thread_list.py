@@ -20,8 +20,10 @@ import pytest
 
 from tests.doubles.llm import ScriptedLLM, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
-from tests.processes import ServerProcess
 from tests.service.conftest import Api, Backend, run_body, server_env
+from tests.support.processes import ServerProcess
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 SETTLE_S = 10.0
 POLL_S = 0.05
@@ -172,6 +174,27 @@ def test_a_renamed_thread_keeps_its_title_after_another_run(api: Api, llm: Scrip
     assert rename(api, thread_id, {"title": "标" * 200}).json()["title"] == "标" * 200
 
 
+def test_a_title_loses_its_bidirectional_controls_whether_renamed_or_from_the_first_message(
+    api: Api, llm: ScriptedLLM
+) -> None:
+    # U+202E makes "txt.exe" read as "exe.txt"; the others isolate, embed or mark direction.
+    spoof = "\u202e发票\u2066.exe\u2069\u200f"
+    first, renamed = new_thread(), new_thread()
+    chat(api, llm, first, spoof)
+    chat(api, llm, renamed, "原来的标题")
+    settled(api, [first, renamed], limit=200)
+
+    answer = rename(api, renamed, {"title": f"  {spoof} 报表 "})
+    only_controls = rename(api, renamed, {"title": "\u202e\u2066\u2069"})
+    titles = {entry["threadId"]: entry["title"] for entry in listed(api, limit=200)}
+
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["title"] == "发票.exe 报表"
+    assert titles[renamed] == "发票.exe 报表"
+    assert titles[first] == "发票.exe"
+    assert only_controls.status_code == 422 and only_controls.json()["code"] == "bad_title"
+
+
 def test_renaming_refuses_a_bad_title_an_unknown_thread_and_a_bad_body(
     api: Api, llm: ScriptedLLM
 ) -> None:
@@ -302,3 +325,13 @@ def test_threads_recorded_before_the_list_existed_are_listed_from_their_runs(
         (old, "早先的会话"),
         (older, "更早的会话"),
     ]
+
+
+def test_a_wrong_method_on_a_thread_names_every_method_the_thread_answers(api: Api) -> None:
+    response = api.http.request("OPTIONS", f"/api/threads/{new_thread()}")
+
+    assert response.status_code == 405
+    assert response.json()["code"] == "method_not_allowed"
+    allowed = {method.strip() for method in response.headers["allow"].split(",")}
+    assert {"GET", "PATCH", "DELETE"} <= allowed
+    assert "POST" not in allowed

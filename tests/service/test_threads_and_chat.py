@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from tests.doubles.llm import ScriptedLLM, call, error, text, tool_call, tool_calls
-from tests.processes import ServerProcess
 from tests.service.conftest import Api, answer, run_body
+from tests.support.processes import ServerProcess
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 
 def test_a_thread_reads_back_its_messages_and_the_pending_interrupt(

@@ -17,8 +17,10 @@ from tests.doubles import tushare_data
 from tests.doubles.llm import ScriptedLLM, text, tool_call
 from tests.doubles.open_meteo import BEIJING, FakeOpenMeteo, forecast_values
 from tests.doubles.tushare_mcp import TushareMCP
-from tests.processes import ServerProcess
 from tests.service.conftest import Api, Backend, Stream, run_body, serving
+from tests.support.processes import ServerProcess
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 TOKEN = "tushare-token-tool-data-7c1e"
 CODE = "000001.SZ"

@@ -9,11 +9,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.doubles.llm import ScriptedLLM, text, tool_call
+from tests.doubles.llm import ScriptedLLM, react, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.doubles.otlp import OtlpReceiver, ReceivedSpan
-from tests.processes import ROOT, ServerProcess
 from tests.service.conftest import API_KEY, OPENAI_SECRET, Api, Backend, run_body, server_env
+from tests.support.processes import ROOT, ServerProcess
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 SERVER_KIND, CLIENT_KIND = 2, 3  # OTLP span kinds
 STATUS_ERROR = 2
@@ -157,6 +159,74 @@ def test_a_json_run_reports_token_usage_and_a_failed_tool_its_outcome(
     assert tool.attributes["agent.tool.outcome"] == "error"
     assert tool.attributes["error.type"] == "error"
     assert tool.status_code == STATUS_ERROR
+
+
+@pytest.fixture(scope="module")
+def traced_text_mode(
+    otlp: OtlpReceiver,
+    _llm_server: ScriptedLLM,
+    _meteo_server: FakeOpenMeteo,
+    tmp_path_factory: pytest.TempPathFactory,
+    backend: Backend,
+) -> Iterator[ServerProcess]:
+    env = server_env(
+        _llm_server,
+        _meteo_server,
+        tmp_path_factory.mktemp("traced-text"),
+        backend=backend,
+        AGENT_TOOL_CALLING="text",
+        OTEL_EXPORTER_OTLP_ENDPOINT=otlp.url,
+        OTEL_BSP_SCHEDULE_DELAY=EXPORT_DELAY_MS,
+    )
+    process = ServerProcess(env)
+    yield process
+    process.stop()
+
+
+@pytest.mark.parametrize("kind", ["agui", "json"])
+def test_a_text_mode_model_call_is_one_chat_span_though_it_wraps_the_configured_model(
+    traced_text_mode: ServerProcess,
+    otlp: OtlpReceiver,
+    llm: ScriptedLLM,
+    thread_id: str,
+    kind: str,
+) -> None:
+    # The text-mode model calls the configured model as its child run; what the endpoint
+    # served is still one call: one span, its usage, its HTTP request below it.
+    llm.script(
+        react("需要查询北京的天气。", action="get_weather", args={"location": "北京"}),
+        react("已经拿到结果。", answer="北京今天多云。"),
+    )
+    run_id = f"r-text-{kind}"
+    api = Api(traced_text_mode)
+    try:
+        if kind == "agui":
+            body = run_body(thread_id, ("u1", "北京今天天气怎么样"))
+            body["runId"] = run_id
+            assert api.run("weather", body).last["outcome"] == {"type": "success"}
+        else:
+            chat = {"graph": "weather", "threadId": thread_id, "runId": run_id}
+            assert api.chat(**chat, message="北京今天天气怎么样").status_code == 200
+    finally:
+        api.close()
+
+    spans = otlp.wait_for(
+        lambda got: (
+            any(s.kind == SERVER_KIND for s in of_run(got, run_id))
+            and any(s.name == "invoke_agent weather" for s in of_run(got, run_id))
+        )
+    )
+    trace = of_run(spans, run_id)
+    [run] = [s for s in trace if s.name == "invoke_agent weather"]
+    models = [s for s in trace if s.name.startswith("chat ")]
+    assert len(llm.requests) == 2
+    assert [m.name for m in models] == ["chat test-model", "chat test-model"]
+    for model in models:
+        assert model.parent_id == run.span_id
+        [post] = children(trace, model)
+        assert post.kind == CLIENT_KIND and method(post) == "POST"
+    if kind == "json":  # a call that did not stream reports the endpoint's usage
+        assert [m.attributes["gen_ai.usage.input_tokens"] for m in models] == [10, 10]
 
 
 def test_without_an_otlp_endpoint_no_exporter_is_made_nor_its_code_loaded(

@@ -19,13 +19,15 @@ import pytest
 
 from tests.doubles.llm import ScriptedLLM, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
-from tests.processes import SERVE, ServerProcess
 from tests.service.conftest import API_KEY, Api, Backend, run_body, server_env, serving, wait_until
+from tests.support.processes import SERVE, ServerProcess
+
+pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 WORKERS = 2
 SERVE_WORKERS = (*SERVE, "--workers", str(WORKERS))
 GRACE_S = 1
-DEADLINE_S = 20.0
+DEADLINE_S = 60.0  # only a worker that never accepts waits it out
 
 
 @pytest.fixture(scope="module")

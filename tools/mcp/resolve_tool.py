@@ -3,14 +3,16 @@
 Neither given: an `input` interrupt asks for one. A code is returned at once; a name
 is looked up through the server's stock_basic (or generic query) tool, and several
 matches become a `select` interrupt. On resume the tool runs again from the top, so
-the lookup repeats and the answer is checked against the same options.
+the lookup repeats and the answer is checked against the same options. A lookup that
+fails (the server's error, no lookup tool, no match) raises ToolException: the call's
+outcome is `error`, with the reason as its text.
 """
 
 from __future__ import annotations
 
 import json
 
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
 from tools.interrupts import (
@@ -26,8 +28,7 @@ from tools.mcp.stock_resolve import (
     narrow_candidates,
     parse_stock_candidates,
 )
-from tools.mcp.tushare_client import TushareMcp, TushareMcpError, format_result, result_text
-from tools.mcp.tushare_result import ErrorReply, parse_text, render
+from tools.mcp.tushare_client import TushareMcp, TushareMcpError, read_result, result_text
 
 NAME = "resolve_stock"
 DESCRIPTION = (
@@ -68,22 +69,22 @@ def _pick(candidates: list[StockCandidate]) -> StockCandidate:
     return next(c for c in shown if c.ts_code == code)
 
 
-async def _lookup(client: TushareMcp, name: str) -> list[StockCandidate] | str:
-    """Candidates for `name`, or the readable text of why there are none to be had."""
+async def _lookup(client: TushareMcp, name: str) -> list[StockCandidate]:
+    """Candidates for `name`; ToolException with the readable reason when there are none."""
     tool = find_lookup_tool(client.tools)
     if tool is None:
-        return NO_LOOKUP_TOOL
+        raise ToolException(NO_LOOKUP_TOOL)
     try:
         result = await client.call_tool(tool.name, build_stock_basic_args(tool, name=name))
     except TushareMcpError as exc:
-        return str(exc)
-    if result.isError:
-        return client.scrub(format_result(result))
-    text = result_text(result)
-    parsed = parse_text(text)
-    if isinstance(parsed, ErrorReply):
-        return client.scrub(render(parsed))
-    return narrow_candidates(parse_stock_candidates(text), name)
+        raise ToolException(str(exc)) from None
+    read = read_result(result)
+    if read.failed:
+        raise ToolException(client.scrub(read.text))
+    candidates = narrow_candidates(parse_stock_candidates(result_text(result)), name)
+    if not candidates:
+        raise ToolException(NOT_FOUND.format(name=name))
+    return candidates
 
 
 def make_resolve_stock_tool(client: TushareMcp) -> BaseTool:
@@ -100,10 +101,6 @@ def make_resolve_stock_tool(client: TushareMcp) -> BaseTool:
         if code:
             return _found(code, wanted or None)
         candidates = await _lookup(client, wanted)
-        if isinstance(candidates, str):
-            return candidates
-        if not candidates:
-            return NOT_FOUND.format(name=wanted)
         picked = candidates[0] if len(candidates) == 1 else _pick(candidates)
         return _found(picked.ts_code, picked.name)
 
@@ -112,4 +109,5 @@ def make_resolve_stock_tool(client: TushareMcp) -> BaseTool:
         name=NAME,
         description=DESCRIPTION,
         args_schema=ResolveStockArgs,
+        handle_tool_error=True,  # the reason becomes the result, with status "error"
     )

@@ -12,7 +12,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
@@ -20,7 +20,6 @@ import httpx
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from langchain_mcp_adapters.sessions import Connection, create_session
 from mcp import ClientSession
-from mcp.shared.exceptions import McpError
 from mcp.types import (
     AudioContent,
     BlobResourceContents,
@@ -36,6 +35,7 @@ from mcp.types import (
 
 from tools.mcp.tushare_result import (
     BAR_FREQS,
+    ErrorReply,
     Table,
     bars_data,
     parse_data,
@@ -43,6 +43,12 @@ from tools.mcp.tushare_result import (
     readable,
     render,
 )
+
+# mcp 2 renamed McpError to MCPError (both carry the JSON-RPC error as `.error`).
+try:
+    from mcp import MCPError  # type: ignore[attr-defined, unused-ignore]
+except ImportError:  # mcp 1
+    from mcp import McpError as MCPError
 
 logger = logging.getLogger("react_agent.tushare_mcp")
 
@@ -76,7 +82,7 @@ REASON_TIMEOUT = "请求超时"
 TRANSPORT_ERRORS: tuple[type[Exception], ...] = (
     OSError,
     httpx.HTTPError,
-    McpError,
+    MCPError,
     anyio.BrokenResourceError,
     anyio.ClosedResourceError,
     anyio.EndOfStream,
@@ -124,7 +130,7 @@ def _reason(exc: BaseException) -> str:
         return REASON_TIMEOUT
     if isinstance(leaf, httpx.ConnectError | ConnectionError):
         return REASON_REFUSED
-    if isinstance(leaf, McpError):
+    if isinstance(leaf, MCPError):
         return leaf.error.message
     text = str(leaf)
     return f"{type(leaf).__name__}: {text}" if text else type(leaf).__name__
@@ -155,14 +161,23 @@ def _block_text(block: ContentBlock) -> str:
     return f"[{getattr(block, 'type', type(block).__name__)} 内容]"
 
 
-def read_result(result: CallToolResult) -> tuple[str, list[Table]]:
-    """The result as the model reads it (`format_result`), and the tables it held.
+class ReadResult(NamedTuple):
+    """A tool result as the model reads it, the tables it held, and whether it failed."""
+
+    text: str
+    tables: list[Table]
+    failed: bool  # the server's error answer: `isError`, or an API error body ({code, msg})
+
+
+def read_result(result: CallToolResult) -> ReadResult:
+    """The result as the model reads it (`format_result`), its tables, and its failure.
 
     Each text block is parsed once, for both: the rows rendered for the model, the
     tables kept for the chart data of `chart_data` (none from an error answer).
     """
     parts: list[str] = []
     tables: list[Table] = []
+    failed = result.isError
     for block in result.content:
         raw = _raw_text(block)
         if raw is None:
@@ -172,6 +187,7 @@ def read_result(result: CallToolResult) -> tuple[str, list[Table]]:
             text = raw if parsed is None else render(parsed)
             if isinstance(parsed, Table):
                 tables.append(parsed)
+            failed = failed or isinstance(parsed, ErrorReply)
         if text:
             parts.append(text)
     if not parts and result.structuredContent is not None:
@@ -179,15 +195,16 @@ def read_result(result: CallToolResult) -> tuple[str, list[Table]]:
         parsed = parse_data(result.structuredContent)
         if isinstance(parsed, Table):
             tables.append(parsed)
+        failed = failed or isinstance(parsed, ErrorReply)
     text = "\n".join(parts)
     if result.isError:
-        return (text if text.startswith("错误") else ERROR_PREFIX + (text or EMPTY_RESULT)), []
-    return text or EMPTY_RESULT, tables
+        text = text if text.startswith("错误") else ERROR_PREFIX + (text or EMPTY_RESULT)
+    return ReadResult(text or EMPTY_RESULT, [] if failed else tables, failed)
 
 
 def format_result(result: CallToolResult) -> str:
     """One string for the model: every content block, rows made readable; errors `错误:`."""
-    return read_result(result)[0]
+    return read_result(result).text
 
 
 def chart_data(name: str, arguments: dict[str, Any], tables: list[Table]) -> dict[str, Any] | None:
@@ -387,13 +404,13 @@ class TushareMcp:
                 result = await self.call_tool(name, given)
             except TushareMcpError as exc:
                 raise ToolException(str(exc)) from None  # a failed call, as data
-            text, tables = read_result(result)
-            text = self.scrub(text)
-            if result.isError:  # the server's own error answer
+            read = read_result(result)
+            text = self.scrub(read.text)
+            if read.failed:  # the server's own error answer
                 raise ToolException(text)
             # The text is what the model reads; the chart data (the ToolMessage's
             # artifact) goes to clients only.
-            return text, chart_data(name, given, tables)
+            return text, chart_data(name, given, read.tables)
 
         return StructuredTool(
             name=name,

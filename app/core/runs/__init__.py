@@ -1,0 +1,1 @@
+"""Runs: starting, executing, following and cancelling them; their events and threads."""

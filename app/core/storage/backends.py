@@ -1,0 +1,161 @@
+"""The durable store on AGENT_DB: checkpoints and runs, on SQLite or PostgreSQL.
+
+`open_storage(settings)` is the one place the backend is chosen, from the parsed
+AGENT_DB (`app.settings.SqliteDb` | `PostgresDb`), and yields the checkpointer and the
+run store (`app.core.storage.runs.RunStore`) on the same database:
+
+- SQLite: LangGraph's async SQLite saver on the file (WAL mode), its writes made by
+  `OneHopSqliteSaver` on the process's writer connection
+  (`app.core.storage.sqlite.connection`), which the run store uses too;
+- PostgreSQL: one pool (AGENT_DB_POOL_SIZE connections at most) shared by LangGraph's
+  `AsyncPostgresSaver` and the run store; both schemas are set up (when not current
+  yet) under a lock, so replicas may start together. A database that cannot be reached
+  at start-up raises `StorageUnavailable`.
+
+`open_checkpointer(db)` opens a checkpointer alone (graph tests, benchmarks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import aiosqlite
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+from app.core.storage.runs import RunStore
+from app.core.storage.sqlite import connection as sqlite_connection
+from app.core.storage.sqlite.connection import SqliteConnection, open_sqlite
+from app.core.storage.sqlite.runs import open_sqlite_run_store
+from app.core.storage.sqlite.saver import OneHopSqliteSaver
+from app.settings import PostgresDb, Settings, SqliteDb
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+
+
+class Storage(NamedTuple):
+    """The checkpointer and the run store on one database."""
+
+    saver: BaseCheckpointSaver
+    runs: RunStore
+
+
+async def check_database(db: SqliteDb | PostgresDb) -> None:
+    """Open AGENT_DB once, before the service starts; StorageUnavailable (naming the file
+    or the server, never the password) when it cannot be, so that start-up fails in one
+    line rather than in a traceback."""
+    if isinstance(db, SqliteDb):
+        sqlite_connection.check(db.path)
+        return
+    from app.core.storage.postgres.connection import check
+
+    await check(db)
+
+
+@asynccontextmanager
+async def open_storage(settings: Settings) -> AsyncIterator[Storage]:
+    """The checkpointer and the run store on AGENT_DB, schemas created if needed."""
+    db = settings.agent_db
+    if isinstance(db, PostgresDb):
+        async with _open_postgres(db, settings.agent_db_pool_size, settings.agent_db_prepare) as (
+            storage
+        ):
+            yield storage
+        return
+    async with (
+        open_sqlite(db.path) as writer,
+        open_checkpointer(db, writer=writer) as saver,
+        open_sqlite_run_store(db.path, writer=writer) as runs,
+    ):
+        yield Storage(saver, runs)
+
+
+@asynccontextmanager
+async def open_checkpointer(
+    db: Path | SqliteDb | PostgresDb,
+    *,
+    pool_size: int = 10,
+    prepare: bool = True,
+    writer: SqliteConnection | None = None,
+) -> AsyncIterator[BaseCheckpointSaver]:
+    """A checkpointer on `db` (a path is an SQLite file), set up for use.
+
+    On SQLite it writes through `writer` (one of its own when None).
+    """
+    if isinstance(db, PostgresDb):
+        async with _open_postgres(db, pool_size, prepare) as storage:
+            yield storage.saver
+        return
+    path = db.path if isinstance(db, SqliteDb) else db
+    async with AsyncExitStack() as stack:
+        if writer is None:
+            writer = await stack.enter_async_context(open_sqlite(path))
+        conn = await stack.enter_async_context(aiosqlite.connect(path))
+        # The writer's settings: LangGraph deletes a thread's checkpoints on this one.
+        for pragma in sqlite_connection.PRAGMAS:
+            await conn.execute(pragma)
+        saver = OneHopSqliteSaver(conn, writer)
+        await saver.setup()
+        try:
+            yield saver
+        finally:
+            await end_cut_write(saver)
+
+
+@asynccontextmanager
+async def _open_postgres(db: PostgresDb, pool_size: int, prepare: bool) -> AsyncIterator[Storage]:
+    # Imported here: an SQLite deployment never loads the PostgreSQL stack.
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    from app.core.storage.postgres.connection import Pool, open_pool
+    from app.core.storage.postgres.runs import PostgresRunStore
+    from app.core.storage.postgres.saver import PooledPostgresSaver
+
+    async def current(conn: AsyncConnection[Any]) -> bool:
+        # Both: a newer langgraph-checkpoint-postgres may bring migrations of its own.
+        if not await PostgresRunStore.current(conn):
+            return False
+        cursor = await conn.execute("SELECT to_regclass('checkpoint_migrations') IS NOT NULL")
+        row = await cursor.fetchone()
+        if row is None or not row[0]:
+            return False
+        cursor = await conn.execute("SELECT max(v) FROM checkpoint_migrations")
+        row = await cursor.fetchone()
+        return row is not None and row[0] == len(AsyncPostgresSaver.MIGRATIONS) - 1
+
+    async def setup(pool: Pool) -> None:
+        await AsyncPostgresSaver(pool).setup()
+        await PostgresRunStore(pool).setup()
+
+    async with open_pool(db, size=pool_size, prepare=prepare, current=current, setup=setup) as pool:
+        saver = PooledPostgresSaver(pool, size=pool_size)
+        try:
+            yield Storage(saver, PostgresRunStore(pool))
+        finally:
+            await saver.settled()  # writes still waiting for a checkpoint, before the pool goes
+
+
+async def end_cut_write(saver: BaseCheckpointSaver) -> None:
+    """Settle the checkpoint writes a cancelled run left: cut ones rolled back, others committed.
+
+    The SQLite saver's writes that are still LangGraph's own (a thread's deletion) commit
+    inside its lock, after their statements: a cancel in between leaves its connection
+    inside a transaction that holds the file's write lock against every other connection
+    (the writer's), even after `close()` if a cut cursor is still referenced. Under the
+    lock, any open transaction is such a cut write. The PostgreSQL saver writes in
+    autocommit, and its pool rolls back (or closes) a connection a cancelled statement
+    left busy before reusing it; its tasks' writes that wait for a checkpoint are
+    committed first, so that what the stopped run left is read whole.
+    """
+    if isinstance(saver, AsyncSqliteSaver):
+        async with saver.lock:
+            if saver.conn.in_transaction:
+                await saver.conn.rollback()
+        return
+    settled = getattr(saver, "settled", None)  # PooledPostgresSaver, imported only on demand
+    if settled is not None:
+        await settled()

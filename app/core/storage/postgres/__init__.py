@@ -1,0 +1,1 @@
+"""PostgreSQL: the pool, the checkpointer and the run store on it."""

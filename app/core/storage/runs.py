@@ -1,0 +1,314 @@
+"""Runs as records: what a run store keeps and the contract every backend follows.
+
+A run is `(threadId, runId)` with its graph, status and times; its event log holds
+every AG-UI event it sent, as the JSON a client received, under its sequence number
+(1, 2, 3, ...); the thread list keeps one row per thread with runs (graph, title,
+latest activity). They live in the checkpoints' database, in the tables agent_runs,
+agent_run_events and agent_threads, plus agent_thread_leases (which run of which
+process holds a thread, until when) and agent_replicas (until when each process is
+known alive: its queued runs are its until then).
+
+`RunStore` is the contract; `app.core.storage.sql` writes its queries once, and
+`app.core.storage.sqlite.runs` / `app.core.storage.postgres.runs` run them on each backend.
+`app.core.storage.backends` picks the backend from AGENT_DB. Times are epoch seconds (floats).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal, Protocol
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_serializer
+from pydantic.alias_generators import to_camel
+
+from app.core.errors import ErrorCode, run_error_code
+
+RunStatus = Literal["queued", "running", "interrupted", "success", "error", "cancelled"]
+ACTIVE: frozenset[RunStatus] = frozenset({"queued", "running"})
+DEFAULT_TITLE = "新对话"
+TITLE_CHARS = 40
+ELLIPSIS = "…"
+
+
+class RunError(BaseModel):
+    """Why a run ended `error` (or `cancelled`): its RUN_ERROR code and message.
+
+    A stored code this version does not know (a newer replica's) reads as `run_failed`.
+    """
+
+    code: Annotated[ErrorCode, BeforeValidator(run_error_code)]
+    message: str
+
+
+class RunRecord(BaseModel):
+    """`GET /api/threads/{threadId}/runs/{runId}`: one run and how it stands."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    run_id: str
+    thread_id: str
+    graph: str
+    status: RunStatus
+    created_at: float = Field(description="ISO 8601, UTC")
+    finished_at: float | None = Field(default=None, description="ISO 8601, UTC")
+    error: RunError | None = None
+
+    @field_serializer("created_at", "finished_at")
+    def _iso(self, value: float | None) -> str | None:
+        return None if value is None else datetime.fromtimestamp(value, UTC).isoformat()
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE
+
+
+class ThreadSummary(BaseModel):
+    """One entry of `GET /api/threads`: a thread, its title and how its latest run stands."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    thread_id: str
+    graph_id: str
+    title: str
+    updated_at: float = Field(description="ISO 8601, UTC: the thread's latest run start or end")
+    status: RunStatus = Field(description="the status of the thread's latest run")
+
+    @field_serializer("updated_at")
+    def _iso(self, value: float) -> str:
+        return datetime.fromtimestamp(value, UTC).isoformat()
+
+
+def storable(text: str) -> str:
+    """`text` as every backend stores it: NUL, which PostgreSQL's text refuses, as U+FFFD."""
+    return text.replace("\x00", "\ufffd")
+
+
+# Characters that reorder the text around them: in a list of titles, one thread's title
+# could make another's read backwards or pass for something else.
+_BIDI_CONTROLS = dict.fromkeys(
+    map(ord, "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+)
+
+
+def plain_title(text: str) -> str:
+    """`text` as a title is stored: `storable`, without bidirectional controls."""
+    return storable(text.translate(_BIDI_CONTROLS))
+
+
+def default_title(messages: Iterable[Any]) -> str:
+    """A thread's title before any rename: its first user message, whitespace collapsed and
+    cut to TITLE_CHARS characters (then `…`), a `plain_title`; DEFAULT_TITLE when it has no
+    user text.
+
+    `messages` are AG-UI messages as JSON (a run request's `messages`).
+    """
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "".join(
+                str(part.get("text") or "")
+                for part in content
+                if isinstance(part, dict) and part.get("type") == "text"
+            )
+        text = " ".join(plain_title(str(content or "")).split())
+        if text:
+            return text[:TITLE_CHARS] + ELLIPSIS if len(text) > TITLE_CHARS else text
+    return DEFAULT_TITLE
+
+
+def request_messages(request: str) -> list[Any]:
+    """The `messages` of a run request stored as JSON (none when it has none)."""
+    try:
+        messages = json.loads(request).get("messages")
+    except (ValueError, AttributeError):  # not JSON, or not an object
+        return []
+    return messages if isinstance(messages, list) else []
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnd:
+    """How a run ended, for its record; with `owner`, recorded only while `owner` holds
+    the run (a process that lost it to a takeover writes no end)."""
+
+    thread_id: str
+    run_id: str
+    status: RunStatus
+    finished_at: float
+    error: RunError | None
+    owner: str | None = None
+
+
+MultitaskStrategy = Literal["reject", "enqueue", "interrupt", "rollback"]
+# A new run's state is read before its admission, and a run of the thread that ends
+# (in another process) in between leaves it stale. Ends this long before the new run's
+# creation count too: the two times come from the clocks of different machines.
+ENDED_WHILE_CHECKED_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What `RunStore.admit` decided for a new run.
+
+    `outcome`: `created` (with `status` `running`, the thread leased to it, or `queued`
+    behind `ahead`), `exists` (the thread has used the run id), `busy` (`reject` and
+    `ahead` are active) or `full` (`max_queued` runs already wait behind them).
+    `ahead`: the thread's active run ids then, oldest first;
+    `rollback_from`: the running one a `rollback` undoes. `stale`: a `running` run
+    whose thread saw another run end since (or up to `ENDED_WHILE_CHECKED_S` before)
+    it was created, so the state it was checked against may predate that run's end.
+    """
+
+    outcome: Literal["created", "exists", "busy", "full"]
+    status: RunStatus | None
+    ahead: tuple[str, ...]
+    rollback_from: str | None = None
+    stale: bool = False
+
+
+class StoredRun(BaseModel):
+    """A record plus what the service needs to resume it: owner, request, start checkpoint,
+    the run it rolls back (`rollback` multitask strategy) and whether it was asked to stop."""
+
+    record: RunRecord
+    owner: str
+    request: dict[str, Any]
+    checkpoint_before: str | None
+    rollback_from: str | None = None
+    cancel_requested: bool = False
+
+
+def threads_from_runs(
+    rows: Iterable[Sequence[Any]],
+) -> list[tuple[str, str, str, float, float]]:
+    """The thread list's rows rebuilt from run rows (a database from before the list).
+
+    `rows` are `(thread_id, graph, request, created_at, finished_at or created_at)` in
+    insertion order; each thread gets the latest run's graph, the first run's title, the
+    first start and the latest start or end.
+    """
+    threads: dict[str, tuple[str, str, str, float, float]] = {}
+    for thread_id, graph, request, created, active in rows:  # each thread's oldest first
+        first = threads.get(thread_id)
+        if first is None:
+            title = default_title(request_messages(request))
+            threads[thread_id] = (thread_id, graph, title, created, active)
+        else:
+            threads[thread_id] = (thread_id, graph, first[2], first[3], max(first[4], active))
+    return list(threads.values())
+
+
+class RunStore(Protocol):
+    """The run table, the event logs, the thread list and the thread leases of a database.
+
+    Whatever the backend: each call is one trip to the database (one hop to the SQLite
+    connection's thread, one pooled PostgreSQL connection), each write call is one
+    transaction, and a write whose caller is cancelled is completed all the same. The
+    event log is on the hot path: a trip per statement would cost more than the
+    statements.
+    """
+
+    async def probe(self, timeout_s: float) -> None:
+        """Raise unless the database answers, and could take a write, within `timeout_s`.
+
+        Not behind the store's own work: SQLite probes on a connection of its own,
+        PostgreSQL on a pooled one.
+        """
+
+    async def create(self, stored: StoredRun) -> bool:
+        """Insert a new run; False when the thread already has this run id.
+
+        The thread's row is written in the same transaction: created by its first run
+        (titled from that run's first user message), touched by every later one.
+        """
+
+    async def started(
+        self, thread_id: str, run_id: str, *, owner: str, checkpoint_before: str | None
+    ) -> None:
+        """The run is `running` under `owner`, from the checkpoint it found."""
+
+    async def get(self, thread_id: str, run_id: str) -> StoredRun | None:
+        """One run, or None."""
+
+    async def of_thread(self, thread_id: str) -> list[RunRecord]:
+        """The thread's runs, newest first."""
+
+    async def active(self) -> list[StoredRun]:
+        """Every run left `queued` or `running`, oldest first."""
+
+    async def write(
+        self, events: Iterable[tuple[str, str, int, str]], ends: Iterable[RunEnd] = ()
+    ) -> None:
+        """Add `(thread_id, run_id, seq, data)` events to the log (an event already there
+        is kept) and record run ends, in one transaction."""
+
+    async def events(self, thread_id: str, run_id: str, after: int = 0) -> list[tuple[int, str]]:
+        """The run's logged events after sequence number `after`, in order."""
+
+    async def expire(self, finished_before: float) -> None:
+        """Drop the event logs of runs that finished before `finished_before`."""
+
+    async def forget_thread(self, thread_id: str) -> None:
+        """Drop the thread's runs, their logs, its list entry and its lease."""
+
+    async def scrub(self) -> None:
+        """After deletions (a thread's, a prune's): make what they deleted leave the
+        database's files where that is cheap. SQLite: its WAL copied into the file and
+        emptied (the deleted rows were zeroed there); PostgreSQL: nothing (see `compact`)."""
+
+    async def compact(self) -> None:
+        """Give the space of deleted rows back and rewrite the pages that held them
+        (`react-agent prune`). SQLite: VACUUM, then the WAL emptied; PostgreSQL: VACUUM
+        of the checkpoint and run tables (their dead rows made reusable, not zeroed)."""
+
+    async def threads(self, graph: str | None, limit: int) -> list[ThreadSummary]:
+        """The threads (of `graph`, or all), newest activity first, at most `limit`."""
+
+    async def rename_thread(self, thread_id: str, title: str) -> ThreadSummary | None:
+        """Give the thread `title` (kept across later runs); None when it is unknown."""
+
+    # --- admission and hand-over across processes ------------------------------------
+
+    async def admit(
+        self, stored: StoredRun, *, strategy: MultitaskStrategy, ttl_s: float, max_queued: int
+    ) -> Admission:
+        """Record a new run unless the thread refuses it, atomically across processes.
+
+        The thread's active runs decide: none -> `running` and the thread leased to it
+        for `ttl_s`; some -> `busy` for `reject`, else `queued` behind them (`interrupt`
+        and `rollback` ask them to stop; `rollback` notes the running one it undoes).
+        `stored.record.status` is ignored; `created_at` tells whether it is `stale`.
+        """
+
+    async def claim_turn(self, thread_id: str, run_id: str, owner: str, ttl_s: float) -> bool:
+        """Make the queued run `running` under `owner`, the thread leased to it: True when
+        it is the thread's oldest active run and none is running, else False."""
+
+    async def adopt(self, stored: StoredRun, owner: str, ttl_s: float, *, force: bool) -> bool:
+        """Take over an active run whose process is gone: a running one whose lease has
+        expired (its lease then `owner`'s), a queued one whose owner stopped renewing.
+        `force` (its owner is known dead): whatever the lease says. False when the run
+        has ended or is held."""
+
+    async def orphans(self) -> list[StoredRun]:
+        """The active runs no live process holds (see `adopt`), oldest first."""
+
+    async def request_cancel(self, thread_id: str, run_id: str) -> bool:
+        """Ask the process that holds the run to stop it; False when it is not active."""
+
+    async def cancel_requests(self, owner: str) -> list[tuple[str, str]]:
+        """(thread_id, run_id) of `owner`'s active runs that were asked to stop."""
+
+    # --- thread leases: which process executes a thread's run
+
+    async def renew(self, owner: str, ttl_s: float) -> list[str]:
+        """Extend every lease `owner` holds to `ttl_s` from now, and `owner`'s own
+        heartbeat (its queued runs are its while it renews); return the leased thread
+        ids (a lease that another owner took over after it expired is not among them)."""
+
+    async def release(self, thread_id: str, run_id: str) -> None:
+        """End the thread's lease if `run_id` holds it."""

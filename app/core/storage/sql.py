@@ -1,0 +1,567 @@
+"""The run store's queries (`app.core.storage.runs.RunStore`), written once for both backends.
+
+`SqlRunStore` keeps the contract over two primitives each backend provides:
+`_transaction(steps)` runs `(sql, params)` steps in one transaction and returns the last
+step's row count (its rows with `fetch=True`), `_read(sql, params)` runs one query. The
+SQL is written with `?` placeholders; the few dialect differences are class attributes:
+`GREATEST` (SQLite's scalar MAX, PostgreSQL's GREATEST) and `NOW` (the database's clock
+in epoch seconds, which leases use so that replicas never compare their own clocks).
+Both backends give agent_runs a `rowid` in insertion order (SQLite's own, a PostgreSQL
+identity column of that name): the tie-break between runs created in the same instant.
+Text a user or an upstream wrote (titles, error messages) is stored with NUL as U+FFFD
+on both: PostgreSQL's text cannot hold NUL, and both must read back the same.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from app.core.storage.runs import (
+    ACTIVE,
+    ENDED_WHILE_CHECKED_S,
+    Admission,
+    MultitaskStrategy,
+    RunEnd,
+    RunError,
+    RunRecord,
+    RunStatus,
+    StoredRun,
+    ThreadSummary,
+    default_title,
+    storable,
+)
+
+COLUMNS = (
+    "thread_id, run_id, graph, status, created_at, finished_at, error_code, error_message,"
+    " owner, request, checkpoint_before, rollback_from, cancel_requested"
+)
+ACTIVE_SQL = "status IN ('queued', 'running')"
+# The latest run's status rides along from agent_runs (its primary key starts with
+# thread_id), so no status is kept twice.
+SUMMARY = (
+    "SELECT t.thread_id, t.graph, t.title, t.updated_at, (SELECT r.status FROM agent_runs r"
+    " WHERE r.thread_id = t.thread_id ORDER BY r.created_at DESC, r.rowid DESC LIMIT 1)"
+    " FROM agent_threads t"
+)
+# A run's rows, oldest first per thread, for rebuilding the thread list (`threads_from_runs`).
+RUNS_FOR_THREADS = (
+    "SELECT thread_id, graph, request, created_at, COALESCE(finished_at, created_at)"
+    " FROM agent_runs ORDER BY thread_id, created_at, rowid"
+)
+INSERT_THREAD = (
+    "INSERT INTO agent_threads (thread_id, graph, title, created_at, updated_at) VALUES (?,?,?,?,?)"
+)
+
+Step = tuple[str, Any]  # (sql, params): params a tuple, or a list of tuples for many rows
+# Given the rows of each read, the writes to make in the same transaction.
+Decision = Callable[[list[list[Sequence[Any]]]], Sequence[Step]]
+
+
+@dataclass(frozen=True, slots=True)
+class Guess:
+    """The rows a decision's reads most often find, and when its writes are those anyway.
+
+    `holds` is an SQL condition (with its parameters), read after the lock: true exactly
+    when the decision on the real rows writes what it writes on `rows`. A backend may
+    then send the reads, the condition and those writes at once, each write made only if
+    the condition holds, and decide from the real rows afterwards.
+    """
+
+    rows: list[list[Sequence[Any]]]
+    holds: Step
+
+
+def stored_run(row: Sequence[Any]) -> StoredRun:
+    """A row of COLUMNS as the stored run."""
+    (
+        thread_id,
+        run_id,
+        graph,
+        status,
+        created,
+        finished,
+        code,
+        message,
+        owner,
+        request,
+        before,
+        rollback_from,
+        cancel_requested,
+    ) = row
+    error = RunError(code=code, message=message or "") if code is not None else None
+    record = RunRecord(
+        run_id=run_id,
+        thread_id=thread_id,
+        graph=graph,
+        status=status,
+        created_at=created,
+        finished_at=finished,
+        error=error,
+    )
+    return StoredRun(
+        record=record,
+        owner=owner,
+        request=json.loads(request),
+        checkpoint_before=before,
+        rollback_from=rollback_from,
+        cancel_requested=bool(cancel_requested),
+    )
+
+
+def _insert_run(
+    stored: StoredRun, status: RunStatus, *, rollback_from: str | None = None, conflict: str = ""
+) -> Step:
+    record = stored.record
+    return (
+        f"INSERT INTO agent_runs ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?){conflict}",
+        (
+            record.thread_id,
+            record.run_id,
+            record.graph,
+            status,
+            record.created_at,
+            None,
+            None,
+            None,
+            stored.owner,
+            json.dumps(stored.request, ensure_ascii=False),
+            stored.checkpoint_before,
+            rollback_from,
+            0,
+        ),
+    )
+
+
+def summary(row: Sequence[Any]) -> ThreadSummary:
+    """A row of SUMMARY as the thread's list entry."""
+    thread_id, graph, title, updated_at, status = row
+    return ThreadSummary(
+        thread_id=thread_id, graph_id=graph, title=title, updated_at=updated_at, status=status
+    )
+
+
+class SqlRunStore(ABC):
+    """`RunStore` in SQL; a backend adds the connection, the schema and the probe."""
+
+    GREATEST: ClassVar[str]
+    NOW: ClassVar[str]
+
+    @abstractmethod
+    async def _transaction(self, steps: Sequence[Step], *, fetch: bool = False) -> Any:
+        """Run `steps` in one transaction; the last one's row count, or its rows (`fetch`).
+
+        A step with an empty list of rows is skipped. A cancelled caller does not stop
+        the transaction.
+        """
+
+    async def _decide(
+        self,
+        thread_id: str,
+        reads: Sequence[Step],
+        decide: Decision,
+        *,
+        guess: Guess | None = None,
+    ) -> None:
+        """In one transaction that holds `thread_id` against every other process doing
+        the same: run `reads`, then the writes `decide` returns for their rows.
+
+        With a `guess`, a backend may also call `decide` on its rows first (its writes
+        then made only if the guess holds); it is called on the real rows in any case,
+        last. By default the guess goes unused.
+        """
+        await self._decide_on_reads(thread_id, reads, decide)
+
+    @abstractmethod
+    async def _decide_on_reads(
+        self, thread_id: str, reads: Sequence[Step], decide: Decision
+    ) -> None:
+        """`_decide` without a guess: the reads, then the writes for their rows."""
+
+    @abstractmethod
+    async def _read(self, sql: str, params: tuple[Any, ...]) -> list[Sequence[Any]]:
+        """The rows of one query."""
+
+    @abstractmethod
+    async def probe(self, timeout_s: float) -> None: ...
+
+    async def create(self, stored: StoredRun) -> bool:
+        record = stored.record
+        title = default_title(stored.request.get("messages") or ())
+        count = await self._transaction(
+            (
+                (
+                    f"{INSERT_THREAD} ON CONFLICT (thread_id) DO UPDATE SET"
+                    " graph=excluded.graph,"
+                    f" updated_at={self.GREATEST}(agent_threads.updated_at, excluded.updated_at)"
+                    # a run id the thread has used is refused: its row stays as it was
+                    " WHERE NOT EXISTS (SELECT 1 FROM agent_runs"
+                    " WHERE thread_id=excluded.thread_id AND run_id=?)",
+                    (
+                        record.thread_id,
+                        record.graph,
+                        title,
+                        record.created_at,
+                        record.created_at,
+                        record.run_id,
+                    ),
+                ),
+                _insert_run(stored, record.status, conflict=" ON CONFLICT DO NOTHING"),
+            )
+        )
+        return bool(count == 1)
+
+    async def started(
+        self, thread_id: str, run_id: str, *, owner: str, checkpoint_before: str | None
+    ) -> None:
+        await self._transaction(
+            (
+                (
+                    "UPDATE agent_runs SET status='running', owner=?, checkpoint_before=?"
+                    " WHERE thread_id=? AND run_id=?",
+                    (owner, checkpoint_before, thread_id, run_id),
+                ),
+            )
+        )
+
+    async def get(self, thread_id: str, run_id: str) -> StoredRun | None:
+        rows = await self._read(
+            f"SELECT {COLUMNS} FROM agent_runs WHERE thread_id=? AND run_id=?",
+            (thread_id, run_id),
+        )
+        return stored_run(rows[0]) if rows else None
+
+    async def of_thread(self, thread_id: str) -> list[RunRecord]:
+        rows = await self._read(
+            f"SELECT {COLUMNS} FROM agent_runs WHERE thread_id=?"
+            " ORDER BY created_at DESC, rowid DESC",
+            (thread_id,),
+        )
+        return [stored_run(row).record for row in rows]
+
+    async def active(self) -> list[StoredRun]:
+        rows = await self._read(
+            f"SELECT {COLUMNS} FROM agent_runs WHERE status IN ('queued', 'running')"
+            " ORDER BY created_at, rowid",
+            (),
+        )
+        return [stored_run(row) for row in rows]
+
+    async def write(
+        self, events: Iterable[tuple[str, str, int, str]], ends: Iterable[RunEnd] = ()
+    ) -> None:
+        ends = list(ends)
+        await self._transaction(
+            (
+                (
+                    "INSERT INTO agent_run_events (thread_id, run_id, seq, data)"
+                    " VALUES (?,?,?,?) ON CONFLICT DO NOTHING",
+                    list(events),
+                ),
+                (
+                    "UPDATE agent_runs SET status=?, finished_at=?, error_code=?, error_message=?"
+                    " WHERE thread_id=? AND run_id=? AND owner=COALESCE(?, owner)",
+                    [
+                        (
+                            end.status,
+                            end.finished_at,
+                            end.error.code if end.error else None,
+                            storable(end.error.message) if end.error else None,
+                            end.thread_id,
+                            end.run_id,
+                            end.owner,
+                        )
+                        for end in ends
+                    ],
+                ),
+                (
+                    "DELETE FROM agent_thread_leases WHERE thread_id=? AND run_id=?"
+                    " AND owner=COALESCE(?, owner)",
+                    [(end.thread_id, end.run_id, end.owner) for end in ends],
+                ),
+                (
+                    f"UPDATE agent_threads SET updated_at={self.GREATEST}(updated_at, ?)"
+                    " WHERE thread_id=?",
+                    [(end.finished_at, end.thread_id) for end in ends],
+                ),
+            )
+        )
+
+    async def events(self, thread_id: str, run_id: str, after: int = 0) -> list[tuple[int, str]]:
+        rows = await self._read(
+            "SELECT seq, data FROM agent_run_events WHERE thread_id=? AND run_id=? AND seq>?"
+            " ORDER BY seq",
+            (thread_id, run_id, after),
+        )
+        return [(seq, data) for seq, data in rows]
+
+    async def expire(self, finished_before: float) -> None:
+        await self._transaction(
+            (
+                (
+                    "DELETE FROM agent_run_events WHERE (thread_id, run_id) IN (SELECT thread_id,"
+                    " run_id FROM agent_runs WHERE finished_at IS NOT NULL AND finished_at < ?)",
+                    (finished_before,),
+                ),
+            )
+        )
+
+    async def forget_thread(self, thread_id: str) -> None:
+        await self._transaction(
+            (
+                ("DELETE FROM agent_run_events WHERE thread_id=?", (thread_id,)),
+                ("DELETE FROM agent_runs WHERE thread_id=?", (thread_id,)),
+                ("DELETE FROM agent_threads WHERE thread_id=?", (thread_id,)),
+                ("DELETE FROM agent_thread_leases WHERE thread_id=?", (thread_id,)),
+            )
+        )
+
+    async def threads(self, graph: str | None, limit: int) -> list[ThreadSummary]:
+        where, params = ("WHERE t.graph=? ", (graph,)) if graph is not None else ("", ())
+        rows = await self._read(
+            f"{SUMMARY} {where}ORDER BY t.updated_at DESC, t.thread_id LIMIT ?",
+            (*params, limit),
+        )
+        return [summary(row) for row in rows if row[4] is not None]
+
+    async def rename_thread(self, thread_id: str, title: str) -> ThreadSummary | None:
+        rows = await self._transaction(
+            (
+                (
+                    "UPDATE agent_threads SET title=? WHERE thread_id=?",
+                    (storable(title), thread_id),
+                ),
+                (f"{SUMMARY} WHERE t.thread_id=?", (thread_id,)),
+            ),
+            fetch=True,
+        )
+        return summary(rows[0]) if rows and rows[0][4] is not None else None
+
+    async def renew(self, owner: str, ttl_s: float) -> list[str]:
+        rows = await self._transaction(
+            (
+                (
+                    "INSERT INTO agent_replicas (owner, expires_at)"
+                    f" VALUES (?, {self.NOW} + ?) ON CONFLICT (owner) DO UPDATE"
+                    " SET expires_at=excluded.expires_at",
+                    (owner, float(ttl_s)),
+                ),
+                (
+                    f"UPDATE agent_thread_leases SET expires_at={self.NOW} + ?"
+                    " WHERE owner=? RETURNING thread_id",
+                    (float(ttl_s), owner),
+                ),
+            ),
+            fetch=True,
+        )
+        return sorted(thread_id for (thread_id,) in rows)
+
+    def _lease(self, thread_id: str, run_id: str, owner: str, ttl_s: float) -> Step:
+        """The thread leased to `run_id` of `owner`, whoever held it (the caller decided)."""
+        return (
+            "INSERT INTO agent_thread_leases (thread_id, run_id, owner, expires_at)"
+            f" VALUES (?, ?, ?, {self.NOW} + ?) ON CONFLICT (thread_id) DO UPDATE SET"
+            " run_id=excluded.run_id, owner=excluded.owner, expires_at=excluded.expires_at",
+            (thread_id, run_id, owner, float(ttl_s)),
+        )
+
+    async def admit(
+        self, stored: StoredRun, *, strategy: MultitaskStrategy, ttl_s: float, max_queued: int
+    ) -> Admission:
+        record = stored.record
+        thread_id, run_id = record.thread_id, record.run_id
+        decided: list[Admission] = []
+
+        def decide(rows: list[list[Sequence[Any]]]) -> Sequence[Step]:
+            recent, used = rows
+            active = [row for row in recent if row[1] in ACTIVE]
+            ahead = tuple(str(row[0]) for row in active)
+            if used:
+                decided.append(Admission("exists", None, ahead))
+                return ()
+            if ahead and strategy == "reject":
+                decided.append(Admission("busy", None, ahead))
+                return ()
+            if sum(row[1] == "queued" for row in active) >= max_queued:
+                decided.append(Admission("full", None, ahead))
+                return ()
+            status: RunStatus = "queued" if ahead else "running"
+            running = next((str(row[0]) for row in active if row[1] == "running"), None)
+            undone = running if strategy == "rollback" else None
+            # Nothing active: what the read found ended lately. (A queued run reads its
+            # state at its turn anyway.)
+            stale = not ahead and bool(recent)
+            decided.append(Admission("created", status, ahead, undone, stale))
+            title = default_title(stored.request.get("messages") or ())
+            steps: list[Step] = [
+                (
+                    f"{INSERT_THREAD} ON CONFLICT (thread_id) DO UPDATE SET"
+                    " graph=excluded.graph,"
+                    f" updated_at={self.GREATEST}(agent_threads.updated_at, excluded.updated_at)",
+                    (thread_id, record.graph, title, record.created_at, record.created_at),
+                ),
+                # A queued run finds its start checkpoint when its turn comes.
+                _insert_run(
+                    stored.model_copy(update={"checkpoint_before": None}) if ahead else stored,
+                    status,
+                    rollback_from=undone,
+                ),
+            ]
+            if not ahead:  # no active run: whatever lease is left is stale
+                steps.append(self._lease(thread_id, run_id, stored.owner, ttl_s))
+            elif strategy in ("interrupt", "rollback"):
+                steps.append(
+                    (
+                        "UPDATE agent_runs SET cancel_requested=1"
+                        f" WHERE thread_id=? AND {ACTIVE_SQL} AND run_id<>?",
+                        (thread_id, run_id),
+                    )
+                )
+            return steps
+
+        await self._decide(
+            thread_id,
+            (
+                (
+                    "SELECT run_id, status FROM agent_runs WHERE thread_id=?"
+                    f" AND ({ACTIVE_SQL} OR finished_at>=?) ORDER BY rowid",
+                    (thread_id, record.created_at - ENDED_WHILE_CHECKED_S),
+                ),
+                ("SELECT 1 FROM agent_runs WHERE thread_id=? AND run_id=?", (thread_id, run_id)),
+            ),
+            decide,
+            # Most runs find their thread free: nothing active, the run id unused. The
+            # writes are then the same whatever ended lately (which makes them stale).
+            guess=Guess(
+                [[], []],
+                (
+                    "NOT EXISTS (SELECT 1 FROM agent_runs WHERE thread_id=?"
+                    f" AND ({ACTIVE_SQL} OR run_id=?))",
+                    (thread_id, run_id),
+                ),
+            ),
+        )
+        return decided[-1]  # the decision on the real rows
+
+    async def claim_turn(self, thread_id: str, run_id: str, owner: str, ttl_s: float) -> bool:
+        granted: list[bool] = []
+
+        def decide(rows: list[list[Sequence[Any]]]) -> Sequence[Step]:
+            (active,) = rows
+            head = active[0] if active else None
+            if head is None or head[0] != run_id or head[1] != "queued":
+                granted.append(False)
+                return ()
+            granted.append(True)
+            return (
+                (
+                    "UPDATE agent_runs SET status='running', owner=?"
+                    " WHERE thread_id=? AND run_id=?",
+                    (owner, thread_id, run_id),
+                ),
+                self._lease(thread_id, run_id, owner, ttl_s),
+            )
+
+        await self._decide(
+            thread_id,
+            (
+                (
+                    f"SELECT run_id, status FROM agent_runs WHERE thread_id=? AND {ACTIVE_SQL}"
+                    " ORDER BY status DESC, rowid",  # a running run first: then it is not our turn
+                    (thread_id,),
+                ),
+            ),
+            decide,
+        )
+        return granted[0]
+
+    async def adopt(self, stored: StoredRun, owner: str, ttl_s: float, *, force: bool) -> bool:
+        thread_id, run_id = stored.record.thread_id, stored.record.run_id
+        adopted: list[bool] = []
+
+        def decide(rows: list[list[Sequence[Any]]]) -> Sequence[Step]:
+            run, lease, replica = rows
+            if not run or run[0][0] not in ("queued", "running") or run[0][1] != stored.owner:
+                adopted.append(False)  # ended, or already taken by another process
+                return ()
+            status = run[0][0]
+            held = bool(lease and lease[0][0]) if status == "running" else bool(replica)
+            if held and not force:
+                adopted.append(False)
+                return ()
+            adopted.append(True)
+            steps: list[Step] = [
+                (
+                    "UPDATE agent_runs SET owner=? WHERE thread_id=? AND run_id=?",
+                    (owner, thread_id, run_id),
+                )
+            ]
+            if status == "running":
+                steps.append(self._lease(thread_id, run_id, owner, ttl_s))
+            return steps
+
+        await self._decide(
+            thread_id,
+            (
+                (
+                    "SELECT status, owner FROM agent_runs WHERE thread_id=? AND run_id=?",
+                    (thread_id, run_id),
+                ),
+                (
+                    f"SELECT expires_at > {self.NOW} FROM agent_thread_leases"
+                    " WHERE thread_id=? AND run_id=? AND owner=?",
+                    (thread_id, run_id, stored.owner),
+                ),
+                (
+                    f"SELECT 1 FROM agent_replicas WHERE owner=? AND expires_at > {self.NOW}",
+                    (stored.owner,),
+                ),
+            ),
+            decide,
+        )
+        return adopted[0]
+
+    async def orphans(self) -> list[StoredRun]:
+        rows = await self._read(
+            f"SELECT {COLUMNS} FROM agent_runs r WHERE (r.status='running' AND NOT EXISTS"
+            " (SELECT 1 FROM agent_thread_leases l WHERE l.thread_id=r.thread_id"
+            f" AND l.run_id=r.run_id AND l.owner=r.owner AND l.expires_at > {self.NOW}))"
+            " OR (r.status='queued' AND NOT EXISTS (SELECT 1 FROM agent_replicas p"
+            f" WHERE p.owner=r.owner AND p.expires_at > {self.NOW}))"
+            " ORDER BY r.created_at, r.rowid",
+            (),
+        )
+        return [stored_run(row) for row in rows]
+
+    async def request_cancel(self, thread_id: str, run_id: str) -> bool:
+        count = await self._transaction(
+            (
+                (
+                    "UPDATE agent_runs SET cancel_requested=1"
+                    f" WHERE thread_id=? AND run_id=? AND {ACTIVE_SQL}",
+                    (thread_id, run_id),
+                ),
+            )
+        )
+        return bool(count == 1)
+
+    async def cancel_requests(self, owner: str) -> list[tuple[str, str]]:
+        rows = await self._read(
+            "SELECT thread_id, run_id FROM agent_runs"
+            f" WHERE owner=? AND cancel_requested=1 AND {ACTIVE_SQL}",
+            (owner,),
+        )
+        return [(str(thread_id), str(run_id)) for thread_id, run_id in rows]
+
+    async def release(self, thread_id: str, run_id: str) -> None:
+        await self._transaction(
+            (
+                (
+                    "DELETE FROM agent_thread_leases WHERE thread_id=? AND run_id=?",
+                    (thread_id, run_id),
+                ),
+            )
+        )
