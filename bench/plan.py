@@ -13,6 +13,7 @@ from bench.procs import ROOT
 RESULTS_MD = ROOT / "bench" / "RESULTS.md"
 RAW_DIR = ROOT / "bench" / "raw"
 BASE_ENDPOINTS = ("agui", "chat")
+GROWTH_ENDPOINTS = ("agui", "chat")
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,16 @@ class Plan:
     # measured through these endpoints (base/agui, base/chat).
     base_ref: str | None = BASELINE_REF
     base_endpoints: tuple[str, ...] = BASE_ENDPOINTS
+    # Issue 26: one thread per target grown run after run (4 messages each), server CPU
+    # and p50 read at these thread lengths (messages), each over `growth_window` runs.
+    growth: bool = True
+    growth_only: bool = False  # `--growth`: this phase alone
+    growth_marks: tuple[int, ...] = (10, 100, 400, 800)
+    growth_window: int = 10
+    growth_latency_ms: float = 0.0
+    growth_endpoints: tuple[str, ...] = GROWTH_ENDPOINTS
     run_timeout_s: float = 120.0
-    max_minutes: float = 45.0  # a full run takes about 25 minutes on 2 cores
+    max_minutes: float = 60.0  # a full run takes about 35 minutes on 2 cores
     raw_dir: Path = RAW_DIR
     results_md: Path | None = RESULTS_MD
 
@@ -84,8 +93,16 @@ QUICK = Plan(
     metrics_runs=60,
     workers_batch_runs=100,
     base_endpoints=("agui",),
+    growth_marks=(10, 100, 200),
+    growth_window=4,
+    growth_endpoints=("agui",),
     results_md=None,
 )
+
+
+def growth_alone(plan: Plan) -> Plan:
+    """`plan` reduced to its thread-growth phase (`--growth`): no other phase, no baseline."""
+    return replace(plan, mode="growth", growth=True, growth_only=True, results_md=None)
 
 
 def _numbers(text: str) -> tuple[float, ...]:
@@ -96,12 +113,23 @@ def _ints(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split(",") if part.strip())
 
 
-def _endpoints(text: str) -> tuple[str, ...]:
+def _endpoints(text: str, known: tuple[str, ...] = BASE_ENDPOINTS) -> tuple[str, ...]:
     names = tuple(part.strip() for part in text.split(",") if part.strip())
-    unknown = set(names) - set(BASE_ENDPOINTS)
+    unknown = set(names) - set(known)
     if unknown or not names:
-        raise argparse.ArgumentTypeError(f"choose from {','.join(BASE_ENDPOINTS)}")
+        raise argparse.ArgumentTypeError(f"choose from {','.join(known)}")
     return names
+
+
+def _growth_endpoints(text: str) -> tuple[str, ...]:
+    return _endpoints(text, GROWTH_ENDPOINTS)
+
+
+def _marks(text: str) -> tuple[int, ...]:
+    marks = _ints(text)
+    if not marks or any(mark < 1 for mark in marks) or list(marks) != sorted(set(marks)):
+        raise argparse.ArgumentTypeError("give increasing message counts, e.g. 10,100,400,800")
+    return marks
 
 
 def parser() -> argparse.ArgumentParser:
@@ -111,7 +139,25 @@ def parser() -> argparse.ArgumentParser:
         description="Side-by-side benchmark: in-process floor, react-agent serve, langgraph dev, "
         "and react-agent serve from a baseline git ref.",
     )
-    p.add_argument("--quick", action="store_true", help="fewer runs (about 5 minutes on 2 cores)")
+    p.add_argument("--quick", action="store_true", help="fewer runs (about 8 minutes on 2 cores)")
+    p.add_argument(
+        "--growth",
+        action="store_true",
+        help="only the thread-growth phase (issue 26; about 8 minutes on 2 cores)",
+    )
+    p.add_argument("--no-growth", action="store_true", help="skip the thread-growth phase")
+    p.add_argument(
+        "--growth-marks",
+        type=_marks,
+        help="thread lengths (messages) to read the growth at, e.g. 10,100,400,800",
+    )
+    p.add_argument("--growth-window", type=int, help="runs per growth mark and target")
+    p.add_argument("--growth-latency", type=float, help="model latency (ms) in the growth phase")
+    p.add_argument(
+        "--growth-endpoints",
+        type=_growth_endpoints,
+        help="ours' endpoints grown: agui,chat (full) or agui (quick)",
+    )
     p.add_argument("--latencies", type=_numbers, help="model latencies in ms, e.g. 0,50")
     p.add_argument("--token-delay", type=float, help="ms between streamed tokens (latency > 0)")
     p.add_argument("--seq-runs", type=int, help="sequential runs per target and latency")
@@ -172,6 +218,10 @@ def plan_from_args(argv: Sequence[str] | None) -> Plan:
     """The plan the command line asks for."""
     args = parser().parse_args(argv)
     plan = QUICK if args.quick else Plan()
+    if args.growth and args.no_growth:
+        raise SystemExit("--growth and --no-growth exclude each other")
+    if args.growth:
+        plan = growth_alone(plan)
     overrides: dict[str, object] = {}
     simple = {
         "latencies": "latencies_ms",
@@ -193,6 +243,10 @@ def plan_from_args(argv: Sequence[str] | None) -> Plan:
         "workers_runs": "workers_batch_runs",
         "base": "base_ref",
         "base_endpoints": "base_endpoints",
+        "growth_marks": "growth_marks",
+        "growth_window": "growth_window",
+        "growth_latency": "growth_latency_ms",
+        "growth_endpoints": "growth_endpoints",
         "max_minutes": "max_minutes",
         "raw_dir": "raw_dir",
         "results": "results_md",
@@ -211,10 +265,16 @@ def plan_from_args(argv: Sequence[str] | None) -> Plan:
         overrides["postgres"] = False
     if args.no_base:
         overrides["base_ref"] = None
+    if args.no_growth:
+        overrides["growth"] = False
+    if args.growth_window is not None and args.growth_window < 1:
+        raise SystemExit("--growth-window takes at least 1 run")
     # Which commit the baseline is does not change what is measured (it is in the report).
     measured = set(overrides) - {"raw_dir", "results_md", "max_minutes", "base_ref"}
     if args.no_base:
         measured.add("base_ref")
+    if args.no_growth:
+        measured.add("growth")
     if measured and plan.mode == "full":
         overrides["mode"] = "custom"
         if args.results is None:

@@ -677,6 +677,8 @@ def render(results: dict[str, Any]) -> str:
     ]
     if meta.get("aborted"):
         lines.append(f"- **incomplete**: {meta['aborted']}")
+    if meta["plan"].get("growth_only"):
+        return "\n".join([*lines, "", *_growth_table(results)]) + "\n"
     lines += ["", "## Targets (issue 7)", "", "| target | measured | ratio | limit | verdict |"]
     lines.append("|---|---|---:|---:|---|")
     for v in verdicts(results):
@@ -690,6 +692,7 @@ def render(results: dict[str, Any]) -> str:
     for latency, phase in results.get("latencies", {}).items():
         lines += ["", *_latency_table(latency, phase, clients)]
     lines += ["", *_cold_table(results), "", *_rss_table(results), "", *_soak_table(results)]
+    lines += ["", *_growth_table(results)]
     return "\n".join(lines) + "\n"
 
 
@@ -819,3 +822,123 @@ def _soak_table(results: dict[str, Any]) -> list[str]:
         f"| {_fmt(soak['rss_after_mib'])} |",
         *([f"\nerrors seen: {soak['error_examples']}"] if soak["error_examples"] else []),
     ]
+
+
+GROWTH_LIMIT = 1.5  # issue 26: server CPU per run at the longest mark within 1.5x the first's
+GROWTH_GATED = (OURS, OURS_PG)  # the floor grows with LangGraph; the target is the service's
+PG_TOTAL = "ours-pg/agui + backends"
+
+
+def _growth_cells(summary: list[dict[str, Any]], field: str) -> list[str]:
+    cells = []
+    for mark in summary:
+        value = _number(mark.get(field))
+        if field == "server_cpu_ms_median" and value is not None:
+            low, high = (
+                _number(mark.get("server_cpu_ms_min")),
+                _number(mark.get("server_cpu_ms_max")),
+            )
+            cells.append(f"{value:.1f} ({_fmt(low)}-{_fmt(high)})")
+        else:
+            cells.append(_fmt(value))
+    return cells
+
+
+def _growth_ratio(summary: list[dict[str, Any]], field: str) -> float | None:
+    if len(summary) < 2:
+        return None
+    first, last = _number(summary[0].get(field)), _number(summary[-1].get(field))
+    return last / first if first and last is not None else None
+
+
+def _growth_rows(phase: dict[str, Any], field: str) -> list[str]:
+    rows = []
+    for name, summary in (phase.get("summary") or {}).items():
+        series = [(name, field)]
+        backends = any(_number(mark.get("db_cpu_ms_median")) is not None for mark in summary)
+        if name == OURS_PG and field == "server_cpu_ms_median" and backends:
+            series.append((PG_TOTAL, "server_and_db_cpu_ms_median"))
+        for label, key in series:
+            ratio = _growth_ratio(summary, key)
+            cells = " | ".join(_growth_cells(summary, key))
+            rows.append(f"| {label} | {cells} | {_fmt(ratio, 2) + 'x' if ratio else '-'} |")
+    return rows
+
+
+def growth_checks(results: dict[str, Any]) -> list[Verdict]:
+    """Issue 26: server CPU per run at the longest mark against the first, per backend."""
+    phase = results.get("growth")
+    summaries = (phase or {}).get("summary") or {}
+    marks = (phase or {}).get("marks") or []
+    checks = []
+    for name in GROWTH_GATED:
+        summary = summaries.get(name) or []
+        first = _number(summary[0].get("server_cpu_ms_median")) if summary else None
+        last = _number(summary[-1].get("server_cpu_ms_median")) if len(summary) > 1 else None
+        label = f"{marks[-1]} vs {marks[0]} messages" if len(marks) > 1 else "longest vs first"
+        checks.append(
+            _ratio_check(
+                f"server CPU per run, {label}: {name}",
+                last,
+                first,
+                GROWTH_LIMIT,
+                at_most=True,
+                unit="ms",
+                labels=(
+                    f"{marks[-1] if marks else '?'} msgs",
+                    f"{marks[0] if marks else '?'} msgs",
+                ),
+            )
+        )
+    return checks
+
+
+def _growth_table(results: dict[str, Any]) -> list[str]:
+    """Issue 26: what a run costs as its thread grows, floor and ours side by side."""
+    lines = ["## Thread growth (issue 26): one thread per target, run after run", ""]
+    phase = results.get("growth")
+    if not isinstance(phase, dict) or not phase.get("summary"):
+        return [*lines, "not measured (not in this run)"]
+    marks = phase["marks"]
+    first = next(iter(phase["summary"].values()))
+    windows = "; ".join(
+        f"{mark['mark']}: runs {mark['runs'][0]}-{mark['runs'][1]}, "
+        f"{mark['messages_mean']:g} messages on average"
+        for mark in first
+        if mark.get("runs")
+    )
+    timing = phase.get("timing") or {}
+    final = phase.get("final_messages") or {}
+    finals = ", ".join(f"{name} {count}" for name, count in final.items())
+    head = " | ".join(f"{mark} msgs" for mark in marks)
+    rule = "|---|" + "---:|" * (len(marks) + 1)
+    last_vs_first = f"{marks[-1]} / {marks[0]}" if len(marks) > 1 else "-"
+    lines += [
+        f"Fresh servers (ours on SQLite, ours-pg on PostgreSQL) and the in-process floor "
+        f"(`{FLOOR}`, the service's SQLite saver), each with one thread grown by "
+        f"{phase['runs_per_thread']} runs of {phase['messages_per_run']} messages at "
+        f"{timing.get('latency_ms', 0):g} ms model latency, one run per target per round, "
+        "the order rotated. A mark is the "
+        f"{phase['window']} runs whose thread length at start is nearest it (the thread's "
+        f"first run left out): {windows}. Threads' lengths at the end: {finals}.",
+        "",
+        "Server CPU per run, ms: the window's median (its lowest-highest)",
+        "",
+        f"| target | {head} | {last_vs_first} |",
+        rule,
+        *_growth_rows(phase, "server_cpu_ms_median"),
+        "",
+        "Latency p50, ms",
+        "",
+        f"| target | {head} | {last_vs_first} |",
+        rule,
+        *_growth_rows(phase, "p50_ms"),
+        "",
+        "| figure | measured | ratio | limit | verdict |",
+        "|---|---|---:|---:|---|",
+        *(
+            f"| {c.target} | {c.measured} | {c.ratio} | {c.limit} | {c.word} |"
+            for c in growth_checks(results)
+        ),
+    ]
+    return lines

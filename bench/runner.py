@@ -35,10 +35,11 @@ from typing import Any
 
 import httpx
 import psycopg
+from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from app.core.storage import open_checkpointer
+from app.core.storage.backends import open_checkpointer
 from app.settings import get_settings
-from bench import baseline, postgres
+from bench import baseline, growth, postgres
 from bench.cores import loop_ns, parallel_speedup
 from bench.fake_model import answer_text
 from bench.graph import make_graph
@@ -431,67 +432,75 @@ async def _phases(plan: Plan, results: dict[str, Any]) -> None:
     pg_url = postgres.configured_url()  # the stack scrubs AGENT_* from this environment
     async with stack(plan) as shared:
         log(f"fake model on {shared.model.url}; work dir {shared.tmp}")
-        if plan.base_ref and plan.base_endpoints:
-            await _export_base(shared, plan.base_ref, results)
         if plan.postgres:
             await _make_database(shared, pg_url, results)
-        if plan.cold_starts:
-            await cold_starts(shared, results)
-        async with open_checkpointer(shared.tmp / "floor.sqlite") as saver:
-            graph = make_graph(saver)
-            ours = shared.start_ours()
-            pg = shared.start_ours_pg() if shared.pg is not None else None
-            base = shared.start_base() if shared.base is not None else None
-            peer = shared.start_peer() if plan.peer else None
-            await ours.wait_healthy(shared.client)
-            if pg is not None:
-                await pg.wait_healthy(shared.client)
-            if base is not None:
-                imports = await shared.wait_base(base)
-                results["meta"]["base"]["imports"] = imports
-                log(f"base server: {len(imports)} modules, all from {shared.tmp / 'base-src'}")
-            if peer is not None:
-                await peer.wait_healthy(shared.client)
-            answer, client = shared.answer, shared.client
-            targets: list[Target] = [
-                FloorInvoke(answer, graph),
-                FloorStream(answer, graph),
-                ModelOnly(answer, client, shared.model.url),
-            ]
-            # Each base target right after its ours twin: their throughput batches follow
-            # each other, seconds apart, under the same background load.
-            for endpoint, kind in (("agui", OursAgui), ("chat", OursChat)):
-                targets.append(kind(answer, client, ours))
-                if base is not None and endpoint in plan.base_endpoints:
-                    targets.append(BASE_TARGETS[endpoint](answer, client, base))
-                if endpoint == "agui" and pg is not None:
-                    targets.append(OursPgAgui(answer, client, pg))
-            servers = {"ours": ours}
-            if pg is not None:
-                servers["ours-pg"] = pg
-            if base is not None:
-                servers["base"] = base
-            if peer is not None:
-                targets += [PeerWait(answer, client, peer), PeerStream(answer, client, peer)]
-                servers["peer"] = peer
-            for latency in plan.latencies_ms:
-                await _latency_phase(shared, targets, latency, results)
-            if plan.soak_sessions:
-                await _soak(shared, ours, results)
-            results["rss_main"] = {
-                name: {"runs": server.runs, "rss_mib": round(server.rss() / 2**20, 1)}
-                for name, server in servers.items()
-            }
-            for server in servers.values():
-                await shared.stop(server)
-            if plan.serve_workers > 1:
-                await workers_phase(shared, FloorInvoke(answer, graph), results)
-        if plan.metrics_pairs > 0:
-            await metrics_cost(shared, results)
-        results["rss"] = {}
-        await _rss_growth(shared, "ours", shared.start_ours, OursAgui, results)
-        if plan.peer and plan.peer_rss:
-            await _rss_growth(shared, "peer", shared.start_peer, PeerStream, results)
+        if not plan.growth_only:
+            await _main_phases(shared, results)
+        if plan.growth:
+            await growth_phase(shared, results)
+
+
+async def _main_phases(shared: Stack, results: dict[str, Any]) -> None:
+    plan = shared.plan
+    if plan.base_ref and plan.base_endpoints:
+        await _export_base(shared, plan.base_ref, results)
+    if plan.cold_starts:
+        await cold_starts(shared, results)
+    async with open_checkpointer(shared.tmp / "floor.sqlite") as saver:
+        graph = make_graph(saver)
+        ours = shared.start_ours()
+        pg = shared.start_ours_pg() if shared.pg is not None else None
+        base = shared.start_base() if shared.base is not None else None
+        peer = shared.start_peer() if plan.peer else None
+        await ours.wait_healthy(shared.client)
+        if pg is not None:
+            await pg.wait_healthy(shared.client)
+        if base is not None:
+            imports = await shared.wait_base(base)
+            results["meta"]["base"]["imports"] = imports
+            log(f"base server: {len(imports)} modules, all from {shared.tmp / 'base-src'}")
+        if peer is not None:
+            await peer.wait_healthy(shared.client)
+        answer, client = shared.answer, shared.client
+        targets: list[Target] = [
+            FloorInvoke(answer, graph),
+            FloorStream(answer, graph),
+            ModelOnly(answer, client, shared.model.url),
+        ]
+        # Each base target right after its ours twin: their throughput batches follow
+        # each other, seconds apart, under the same background load.
+        for endpoint, kind in (("agui", OursAgui), ("chat", OursChat)):
+            targets.append(kind(answer, client, ours))
+            if base is not None and endpoint in plan.base_endpoints:
+                targets.append(BASE_TARGETS[endpoint](answer, client, base))
+            if endpoint == "agui" and pg is not None:
+                targets.append(OursPgAgui(answer, client, pg))
+        servers = {"ours": ours}
+        if pg is not None:
+            servers["ours-pg"] = pg
+        if base is not None:
+            servers["base"] = base
+        if peer is not None:
+            targets += [PeerWait(answer, client, peer), PeerStream(answer, client, peer)]
+            servers["peer"] = peer
+        for latency in plan.latencies_ms:
+            await _latency_phase(shared, targets, latency, results)
+        if plan.soak_sessions:
+            await _soak(shared, ours, results)
+        results["rss_main"] = {
+            name: {"runs": server.runs, "rss_mib": round(server.rss() / 2**20, 1)}
+            for name, server in servers.items()
+        }
+        for server in servers.values():
+            await shared.stop(server)
+        if plan.serve_workers > 1:
+            await workers_phase(shared, FloorInvoke(answer, graph), results)
+    if plan.metrics_pairs > 0:
+        await metrics_cost(shared, results)
+    results["rss"] = {}
+    await _rss_growth(shared, "ours", shared.start_ours, OursAgui, results)
+    if plan.peer and plan.peer_rss:
+        await _rss_growth(shared, "peer", shared.start_peer, PeerStream, results)
 
 
 async def _make_database(shared: Stack, configured: str, results: dict[str, Any]) -> None:
@@ -771,3 +780,81 @@ async def _workers_rounds(shared: Stack, targets: list[Target], phase: dict[str,
             for name, batches in done.items()
             if batches
         }
+
+
+async def growth_phase(shared: Stack, results: dict[str, Any]) -> None:
+    """Issue 26: fresh servers, one thread per target grown run after run (`bench.growth`).
+
+    The floor (in-process, its own SQLite file), ours/agui and ours/chat on one SQLite
+    server, ours-pg/agui on PostgreSQL when one answers: warmed up on throwaway threads,
+    then `growth.runs_needed` interleaved runs each on its own thread.
+    """
+    plan = shared.plan
+    delay = plan.token_delay_for(plan.growth_latency_ms)
+    await shared.set_latency(plan.growth_latency_ms, delay)
+    runs = growth.runs_needed(plan.growth_marks, plan.growth_window)
+    phase: dict[str, Any] = {
+        "timing": {"latency_ms": plan.growth_latency_ms, "token_delay_ms": delay},
+        "marks": list(plan.growth_marks),
+        "window": plan.growth_window,
+        "runs_per_thread": runs,
+        "messages_per_run": growth.MESSAGES_PER_RUN,
+    }
+    results["growth"] = phase
+    started: list[Server] = []
+    try:
+        async with open_checkpointer(shared.tmp / "growth-floor.sqlite") as saver:
+            targets = await _growth_targets(shared, saver, started)
+            await sequential(targets, lambda target: plan.warmup_runs)
+            for target in targets:
+                growth.on_thread(target)
+            log(
+                "growth: %d runs on one thread per target (%s), to %d messages",
+                runs,
+                ", ".join(target.name for target in targets),
+                runs * growth.MESSAGES_PER_RUN,
+            )
+
+            def progress(done: int, records: dict[str, list[growth.RunRecord]]) -> None:
+                phase["runs"] = records  # a run cut short by the time cap keeps these
+                if done % 25 == 0 or done == runs:
+                    last = ", ".join(
+                        f"{name} {rows[-1]['server_cpu_ms']} ms" for name, rows in records.items()
+                    )
+                    log(
+                        "  growth run %d/%d (%d messages before): cpu %s",
+                        done,
+                        runs,
+                        (done - 1) * growth.MESSAGES_PER_RUN,
+                        last,
+                    )
+
+            records = await growth.grow(targets, runs, progress)
+            phase["summary"] = growth.summarise(records, plan.growth_marks, plan.growth_window)
+            phase["final_messages"] = {
+                target.name: await growth.thread_length(target) for target in targets
+            }
+    finally:
+        for server in started:
+            await shared.stop(server)
+
+
+async def _growth_targets(
+    shared: Stack, saver: BaseCheckpointSaver, started: list[Server]
+) -> list[Target]:
+    """The growth targets on fresh servers (appended to `started` as they start)."""
+    plan, answer, client = shared.plan, shared.answer, shared.client
+    ours = shared.start_ours()
+    started.append(ours)
+    pg = shared.start_ours_pg() if shared.pg is not None else None
+    if pg is not None:
+        started.append(pg)
+    for server in started:
+        await server.wait_healthy(client)
+    targets: list[Target] = [FloorInvoke(answer, make_graph(saver))]
+    targets.append(OursAgui(answer, client, ours))
+    if pg is not None:
+        targets.append(OursPgAgui(answer, client, pg))
+    if "chat" in plan.growth_endpoints:
+        targets.append(OursChat(answer, client, ours))
+    return targets

@@ -71,9 +71,15 @@ class Target(ABC):
     streams: bool = False
     server: Server | None = None
     timeout_s: float = 120.0
+    # None: every run starts a thread of its own; set: every run continues this thread.
+    thread_id: str | None = None
 
     def __init__(self, answer: str) -> None:
         self.answer = answer
+
+    def run_thread(self) -> str:
+        """The thread the next run goes to."""
+        return self.thread_id or uuid.uuid4().hex
 
     async def run(self) -> Sample:
         started = time.perf_counter()
@@ -124,7 +130,7 @@ class FloorInvoke(Target):
         self.graph = graph
 
     async def _run(self, started: float) -> float | None:
-        config = _thread_config(uuid.uuid4().hex)
+        config = _thread_config(self.run_thread())
         result = await self.graph.ainvoke({"messages": [HumanMessage(PROMPT)]}, config)
         last: BaseMessage = result["messages"][-1]
         self._check(str(last.content))
@@ -143,7 +149,7 @@ class FloorStream(Target):
         self.graph = graph
 
     async def _run(self, started: float) -> float | None:
-        config = _thread_config(uuid.uuid4().hex)
+        config = _thread_config(self.run_thread())
         ttft: float | None = None
         text: list[str] = []
         stream = self.graph.astream(
@@ -280,7 +286,7 @@ class OursAgui(HttpTarget):
 
     async def _run(self, started: float) -> float | None:
         url = f"{self.base}/api/agents/{GRAPH_ID}"
-        body = agui_input(uuid.uuid4().hex)
+        body = agui_input(self.run_thread())
         headers = {"accept": "text/event-stream"}
         async with self.client.stream("POST", url, json=body, headers=headers) as response:
             if response.status_code != 200:
@@ -312,6 +318,8 @@ class OursChat(HttpTarget):
 
     async def _run(self, started: float) -> float | None:
         body = {"graph": GRAPH_ID, "message": PROMPT}
+        if self.thread_id is not None:
+            body["threadId"] = self.thread_id
         response = await self.client.post(f"{self.base}/api/chat", json=body)
         if response.status_code != 200:
             raise Malformed(BAD_STATUS.format(status=response.status_code, body=response.text))
@@ -416,7 +424,7 @@ class WireAgui(OnWire, OursAgui):
 
     async def _run(self, started: float) -> float | None:
         url = f"{self.base}/api/agents/{GRAPH_ID}"
-        body = orjson.dumps(agui_input(uuid.uuid4().hex))
+        body = orjson.dumps(agui_input(self.run_thread()))
         async with wire.post(url, body, accept="text/event-stream") as response:
             if response.status != 200:
                 detail = (await response.read())[:200].decode(errors="replace")
