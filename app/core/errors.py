@@ -5,10 +5,10 @@ readable message. The HTTP server has one handler for `ServiceError`; the termin
 client shows `message`. The status rule:
 
 - 400 the body is not JSON, or the `Host` header names no host this server answers to;
-  401 missing or wrong bearer key; 404 unknown graph or thread;
+  401 missing or wrong bearer key; 404 unknown graph, thread, run or message;
 - 409 the thread's state does not allow it now (a run in progress, a run id taken, a
-  finished run cancelled, another graph's thread, answers awaited, nothing pending, an
-  interrupt id not pending);
+  finished run cancelled, another graph's thread, user messages it already holds,
+  answers awaited, nothing pending, an interrupt id not pending);
 - 410 a run whose events have expired; 413 body too large; 415 a body (or a POST) that
   is not declared JSON; 429 too many runs waiting (a thread's queue, or this process's,
   is full); 422 the request itself is
@@ -36,12 +36,14 @@ ErrorCode = Literal[
     "unknown_graph",
     "unknown_thread",
     "unknown_run",
+    "unknown_message",
     "metrics_off",
     "not_found",
     "method_not_allowed",
     # the thread's state refuses it now (409), or no longer keeps it (410)
     "thread_busy",
     "run_exists",
+    "no_new_message",
     "run_finished",
     "wrong_graph",
     "awaiting_answers",
@@ -55,13 +57,12 @@ ErrorCode = Literal[
     "bad_thread_id",
     "bad_run_id",
     "bad_last_event_id",
-    "no_new_message",
+    "no_user_message",
     "duplicate_message",
     "message_too_large",
     "unsupported_content",
     "message_xor_resume",
     "bad_title",
-    "unknown_message",
     "invalid_answer",
     "duplicate_answer",
     "invalid_request",

@@ -52,6 +52,7 @@ INVALID_BODY = "invalid request body: {errors}"
 UNAUTHORIZED = "missing or wrong bearer key (Authorization: Bearer <AGENT_API_KEY>)"
 MESSAGE_XOR_RESUME = "give exactly one of `message` or `resume`"
 BAD_PROPS = "invalid forwardedProps: {errors}"
+UNKNOWN_QUERY = "unknown query parameter {names}: this route takes {taken}"
 BAD_LAST_EVENT_ID = "invalid Last-Event-ID header {value!r}: use the id of an event received"
 NOT_JSON = "send the body as JSON, with Content-Type: application/json (got {got})"
 NO_BODY_NOT_JSON = (
@@ -113,6 +114,35 @@ async def require_key(request: Request) -> None:
         raise Unauthorized("unauthorized", UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"})
 
 
+async def known_query(request: Request) -> None:
+    """Refuse with 422 a query parameter the route does not take: a misspelt one
+    (`?limt=5`) would otherwise be ignored without a word."""
+    if not request.query_params:
+        return
+    route = request.scope.get("route")
+    taken = _query_names(request.app, getattr(route, "path", ""), request.method)
+    unknown = sorted(set(request.query_params) - taken)
+    if unknown:
+        names = ", ".join(repr(name[:40]) for name in unknown[:5])
+        raise Invalid("invalid_request", UNKNOWN_QUERY.format(names=names, taken=sorted(taken)))
+
+
+def _query_names(app: Any, path: str, method: str) -> frozenset[str]:
+    """The query parameters the API document gives `method path` (read once per app)."""
+    known: dict[tuple[str, str], frozenset[str]] | None = getattr(app.state, "query_names", None)
+    if known is None:
+        known = {
+            (route_path, verb.upper()): frozenset(
+                p["name"] for p in operation.get("parameters", []) if p["in"] == "query"
+            )
+            for route_path, item in app.openapi()["paths"].items()
+            for verb, operation in item.items()
+            if verb != "parameters"
+        }
+        app.state.query_names = known
+    return known.get((path, method), frozenset())
+
+
 # Methods whose requests carry a body, and the routes of those that read none.
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 _NO_BODY: set[Callable[..., Any]] = set()
@@ -151,8 +181,30 @@ async def require_json(request: Request) -> None:
 Agents = Annotated[AgentService, Depends(service)]
 
 api = APIRouter(
-    prefix="/api", dependencies=[Depends(require_key), Depends(require_json)], tags=["api"]
+    prefix="/api",
+    dependencies=[Depends(require_key), Depends(require_json), Depends(known_query)],
+    tags=["api"],
 )
+# What a run request must carry, as the schema can say it (the run core's 422
+# `no_user_message`): answers in `resume`, or a user message among `messages`.
+BODY_RULES: dict[str, dict[str, Any]] = {
+    "RunAgentInput": {
+        "anyOf": [
+            {"required": ["resume"], "properties": {"resume": {"type": "array", "minItems": 1}}},
+            {
+                "properties": {
+                    "messages": {
+                        "contains": {
+                            "type": "object",
+                            "required": ["role"],
+                            "properties": {"role": {"const": "user"}},
+                        }
+                    }
+                }
+            },
+        ]
+    }
+}
 
 
 class _Camel(BaseModel):
@@ -180,7 +232,30 @@ class RunOptions(_Camel):
 class ChatRequest(_Camel):
     """`POST /api/chat`: a new message, or answers to the pending interrupts."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        # `message_xor_resume`, as the schema says it: a message and no answers, or answers.
+        json_schema_extra={
+            "oneOf": [
+                {
+                    "required": ["message"],
+                    "properties": {
+                        "message": {"type": "string"},
+                        "resume": {"anyOf": [{"type": "null"}, {"type": "array", "maxItems": 0}]},
+                    },
+                },
+                {
+                    "required": ["resume"],
+                    "properties": {
+                        "resume": {"type": "array", "minItems": 1},
+                        "message": {"type": "null"},
+                    },
+                },
+            ]
+        },
+    )
 
     graph: str
     thread_id: str | None = None
@@ -278,8 +353,8 @@ async def join_run(
     run_id: RunId,
     agents: Agents,
     after: Annotated[
-        int | None, Query(ge=0, le=MAX_EVENT_ID, description="the last event id received")
-    ] = None,
+        int, Query(ge=0, le=MAX_EVENT_ID, description="the last event id received")
+    ] = 0,
     last_event_id: Annotated[
         str | None,
         Header(
@@ -295,7 +370,7 @@ async def join_run(
         if not (value.isascii() and value.isdigit()) or int(value) > MAX_EVENT_ID:
             raise Invalid("bad_last_event_id", BAD_LAST_EVENT_ID.format(value=last_event_id[:40]))
         after = int(value)
-    entries = await agents.join_batches(thread_id, run_id, after or 0)
+    entries = await agents.join_batches(thread_id, run_id, after)
     return _event_stream(agents, entries, None)
 
 
@@ -339,7 +414,7 @@ async def chat(request: Request, agents: Agents) -> Response:
         body.graph,
         # Absent means "start a thread"; an empty id is refused like on /api/agents.
         thread_id=uuid.uuid4().hex if body.thread_id is None else body.thread_id,
-        run_id=body.run_id or new_run_id(),
+        run_id=new_run_id() if body.run_id is None else body.run_id,
         messages=messages,
         resume=body.resume,
         stream_tokens=False,  # the answer is sent whole: token streaming is waste
@@ -418,7 +493,10 @@ async def get_thread(
     ] = PAGE_MESSAGES,
     before: Annotated[
         str | None,
-        Query(description="only messages before this message id (`older.before` of a page)"),
+        Query(
+            description="only messages before this message id (`older.before` of a page)",
+            min_length=1,
+        ),
     ] = None,
 ) -> Response:
     """A page of the thread's messages (AG-UI format), the latest first, and every pending

@@ -38,12 +38,14 @@ from app.core.storage.retention import periodic_prune
 from app.http.hosts import HostGuard
 from app.http.observability import add_probes, count_requests, trace_requests
 from app.http.openapi import key_docs, mount_docs, operation_id
-from app.http.routes import ChatRequest, api, summary
+from app.http.routes import BODY_RULES, ID_SCHEMA, ChatRequest, api, summary
 from app.http.webui import mount_web_ui
 from app.settings import Settings, get_settings
 from tools.secrets import redactor_for
 
 INVALID_REQUEST = "invalid request: {errors}"
+# The ids of a run request's body, held to the id rule in the schema as in the run core.
+ID_FIELDS = ("threadId", "runId")
 # Starlette's and FastAPI's own refusals (the routes read bodies themselves; a static file
 # the process may not read is Starlette's 401).
 HTTP_CODES: dict[int, ErrorCode] = {
@@ -128,16 +130,36 @@ def _document_bodies(app: FastAPI, bodies: dict[str, type[BaseModel]]) -> None:
                 by_alias=True, ref_template="#/components/schemas/{model}"
             )
             schemas.update(body_schema.pop("$defs", {}))
+            for name in ID_FIELDS:  # the id rule the run core checks (422 `bad_thread_id`...)
+                if name in body_schema["properties"]:
+                    body_schema["properties"][name].update(ID_SCHEMA)
+            body_schema.update(BODY_RULES.get(model.__name__, {}))
             schemas[model.__name__] = body_schema
             ref = {"$ref": f"#/components/schemas/{model.__name__}"}
             schema["paths"][path]["post"]["requestBody"] = {
                 "required": True,
                 "content": {"application/json": {"schema": ref}},
             }
+        _never_null(schema)
         app.openapi_schema = schema
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _never_null(schema: dict[str, Any]) -> None:
+    """A query or header parameter is a string on the wire, never JSON's null: an optional
+    one is documented as its type alone (FastAPI writes `anyOf: [type, null]`, and a
+    client that sends "null" is refused)."""
+    for methods in schema["paths"].values():
+        for operation in methods.values():
+            for parameter in operation.get("parameters", []):
+                found = parameter["schema"]
+                kinds = found.get("anyOf", [])
+                rest = [kind for kind in kinds if kind != {"type": "null"}]
+                if len(rest) == 1 and len(kinds) == 2:
+                    del found["anyOf"]
+                    found.update(rest[0])
 
 
 async def _service_error(request: Request, exc: Exception) -> Response:

@@ -107,10 +107,10 @@ CASES: dict[str, tuple[Request, int, str]] = {
         409,
         "awaiting_answers",
     ),
-    "no new user message": (
+    "no user message": (
         post_json("/api/agents/weather", run_body("t-no-message")),
         422,
-        "no_new_message",
+        "no_user_message",
     ),
     "oversized body": (
         post_json("/api/agents/weather", run_body("t-big", ("u", "长" * 100_000))),
@@ -221,6 +221,38 @@ def test_a_refused_answer_can_be_followed_by_a_right_one(
     assert right.status_code == 200
     assert right.json()["status"] == "done"
     assert right.json()["messages"][-1]["content"] == "上海晴。"
+
+
+def test_a_run_request_sent_again_is_refused_by_the_thread_and_runs_nothing(
+    api: Api, llm: ScriptedLLM, thread_id: str
+) -> None:
+    llm.script(text("你好！"))
+    first = api.run("weather", run_body(thread_id, ("u-hello", "你好")))
+    requests_before = len(llm.requests)
+
+    again = api.http.post("/api/agents/weather", json=run_body(thread_id, ("u-hello", "你好")))
+
+    assert first.events[-1]["type"] == "RUN_FINISHED"
+    assert (again.status_code, again.json()["code"]) == (409, "no_new_message")
+    assert len(llm.requests) == requests_before
+    view = api.http.get(f"/api/threads/{thread_id}").json()
+    assert [m["content"] for m in view["messages"]] == ["你好", "你好！"]
+
+
+def test_a_misspelt_query_parameter_is_refused_with_the_ones_the_route_takes(
+    api: Api, llm: ScriptedLLM, thread_id: str
+) -> None:
+    llm.script(text("你好！"))
+    api.chat(graph="weather", threadId=thread_id, message="你好")
+
+    misspelt = api.http.get(f"/api/threads/{thread_id}", params={"limt": "1"})
+    listed = api.http.get("/api/threads", params={"graph": "weather", "cursor": "x"})
+    right = api.http.get(f"/api/threads/{thread_id}", params={"limit": "1"})
+
+    assert (misspelt.status_code, misspelt.json()["code"]) == (422, "invalid_request")
+    assert "'limt'" in misspelt.json()["detail"] and "before" in misspelt.json()["detail"]
+    assert (listed.status_code, listed.json()["code"]) == (422, "invalid_request")
+    assert right.status_code == 200 and len(right.json()["messages"]) == 1
 
 
 def test_thread_routes_refuse_bad_ids_and_unknown_threads(api: Api) -> None:

@@ -106,7 +106,7 @@ def test_a_bad_limit_or_an_unknown_cursor_is_refused_and_changes_nothing(
         assert "limit" in refused.json()["detail"]
 
     unknown = api.http.get(path, params={"before": "no-such-message"})
-    assert unknown.status_code == 422
+    assert unknown.status_code == 404
     assert unknown.json()["code"] == "unknown_message"
     assert "no-such-message" in unknown.json()["detail"]
     # A message id of another thread names no message of this one.

@@ -40,6 +40,7 @@ UNKNOWN_INTERRUPT = (
 DUPLICATE_ANSWER = "interrupt {interrupt_id!r} is answered twice"
 DUPLICATE_MESSAGE = "new user messages share an id ({ids}): give each message its own id"
 BAD_ANSWER = "answer to interrupt {interrupt_id!r} refused: {reason}"
+NO_USER_MESSAGE = "no user message to run: send one in `messages`, or answers in `resume`"
 NO_NEW_MESSAGE = "no new user message to run (every user message is already in the thread)"
 NOT_TEXT = "message {message_id!r}: only text content is supported"
 MESSAGE_TOO_LARGE = "message {message_id!r} is {size} bytes; the limit is {limit}"
@@ -126,7 +127,11 @@ async def prepare_run(
     if twice:
         raise Invalid("duplicate_message", DUPLICATE_MESSAGE.format(ids=", ".join(twice)))
     if not new:
-        raise Invalid("no_new_message", NO_NEW_MESSAGE)
+        # A request without a user message is wrong on its face; one whose messages the
+        # thread already holds is refused by the thread's state (a retried request).
+        if not any(isinstance(message, UserMessage) for message in messages):
+            raise Invalid("no_user_message", NO_USER_MESSAGE)
+        raise Conflict("no_new_message", NO_NEW_MESSAGE)
     added = [*abandoned_calls(history, CALL_INTERRUPTED), *new]
     known = frozenset(seen | {message.id for message in added if message.id})
     return PreparedRun(thread_id, {"messages": added}, config, known, start, read)

@@ -30,7 +30,7 @@ from langgraph.types import StateSnapshot
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from app.core.errors import Invalid
+from app.core.errors import NotFound
 from graphs.provider_quirks import reasoning_of
 from graphs.text_mode import FORMAT_ERROR_KEY
 from graphs.tools_node import outcome_of
@@ -85,7 +85,7 @@ def page_of(
 
     A page never starts inside a step: it starts earlier rather than leave a tool result
     without its call or a reply without its reasoning, so it may hold a few messages more
-    than `limit`. Invalid when `before` is no message of the thread.
+    than `limit`. NotFound when `before` is no message of the thread.
     """
     messages = view.messages
     end = len(messages)
@@ -93,7 +93,7 @@ def page_of(
         end = next((i for i, message in enumerate(messages) if message.id == before), -1)
         if end < 0:
             unknown = UNKNOWN_MESSAGE.format(thread_id=view.thread_id, message_id=before[:200])
-            raise Invalid("unknown_message", unknown)
+            raise NotFound("unknown_message", unknown)
     start = _step_start(messages, max(0, end - limit))
     older = OlderMessages(before=messages[start].id, count=start) if start > 0 else None
     return ThreadPage(
