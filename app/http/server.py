@@ -41,7 +41,7 @@ from app.core.storage.failures import failures
 from app.core.storage.retention import periodic_prune
 from app.http.hosts import HostGuard
 from app.http.observability import add_probes, count_requests, trace_requests
-from app.http.openapi import key_docs, mount_docs, operation_id
+from app.http.openapi import errors, key_docs, mount_docs, operation_id
 from app.http.routes import ChatRequest, api, summary
 from app.http.webui import mount_web_ui
 from app.settings import Settings, get_settings
@@ -119,7 +119,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     key = key_docs(settings.agent_api_key is not None)
     add_probes(app, key=key, measured=telemetry.metrics is not None)
-    app.include_router(api, responses=key.responses, dependencies=key.dependencies)
+    # Every /api route but the graph list reads the database: 503 when it does not answer.
+    app.include_router(
+        api, responses={**errors(503), **key.responses}, dependencies=key.dependencies
+    )
     _document_bodies(app, {"/api/agents/{graph_id}": RunAgentInput, "/api/chat": ChatRequest})
     mount_docs(app)
     mount_web_ui(app)
