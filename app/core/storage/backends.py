@@ -65,6 +65,13 @@ SQLITE_TABLES = (
     "agent_replicas",
     "agent_threads",
 )
+# LangGraph's PostgreSQL saver's tables (its migrations make them).
+CHECKPOINT_TABLES = (
+    "checkpoints",
+    "checkpoint_blobs",
+    "checkpoint_writes",
+    "checkpoint_migrations",
+)
 TABLES_MISSING = "the database has lost tables ({missing}): restart the service to create them"
 
 
@@ -154,8 +161,21 @@ async def _open_postgres(
     from psycopg.rows import tuple_row
 
     from app.core.storage.postgres.connection import Pool, open_pool, restore_schema
-    from app.core.storage.postgres.runs import PostgresRunStore
+    from app.core.storage.postgres.runs import TABLES, PostgresRunStore
     from app.core.storage.postgres.saver import PooledPostgresSaver
+
+    tables = [*CHECKPOINT_TABLES, *TABLES]
+
+    async def present(conn: AsyncConnection[Any]) -> bool:
+        # Whether the tables are there at all, whatever their version: one a newer
+        # replica upgraded is not one to set up again (that would record the older one).
+        cursor = conn.cursor(row_factory=tuple_row)
+        await cursor.execute(
+            "SELECT bool_and(to_regclass(name) IS NOT NULL) FROM unnest(%s::text[]) AS name",
+            (tables,),
+        )
+        row = await cursor.fetchone()
+        return row is not None and bool(row[0])
 
     async def current(conn: AsyncConnection[Any]) -> bool:
         # Both: a newer langgraph-checkpoint-postgres may bring migrations of its own.
@@ -183,7 +203,7 @@ async def _open_postgres(
 
         async def schema() -> None:
             async with restoring:
-                if await restore_schema(db, pool, prepare=prepare, current=current, setup=setup):
+                if await restore_schema(db, pool, prepare=prepare, present=present, setup=setup):
                     logger.warning(SCHEMA_RESTORED)
 
         try:

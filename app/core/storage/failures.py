@@ -4,8 +4,8 @@
 on AGENT_DB's backend (the HTTP server answers them 503 `storage_unavailable`);
 `is_lost(exc)` says whether one of them (of either backend) is `exc` or caused it (a
 run's RUN_ERROR says `storage_unavailable` then). A lost connection, a pool that hands
-out none within AGENT_DB_TIMEOUT_S, a database dropped or locked, its tables gone: not
-the constraint or type errors of a bug, which stay internal errors. An SQLite
+out none within AGENT_DB_TIMEOUT_S, a database dropped, locked or read-only, its tables
+gone: not the constraint or type errors of a bug, which stay internal errors. An SQLite
 deployment never loads psycopg for this.
 """
 
@@ -26,8 +26,14 @@ def _postgres_failures() -> tuple[type[Exception], ...]:
     from psycopg import errors
 
     # OperationalError covers psycopg_pool.PoolTimeout and a terminated connection;
-    # InterfaceError a connection already closed; UndefinedTable the schema gone.
-    return (psycopg.OperationalError, psycopg.InterfaceError, errors.UndefinedTable)
+    # InterfaceError a connection already closed; UndefinedTable the schema gone;
+    # ReadOnlySqlTransaction a primary that failed over to a standby.
+    return (
+        psycopg.OperationalError,
+        psycopg.InterfaceError,
+        errors.UndefinedTable,
+        errors.ReadOnlySqlTransaction,
+    )
 
 
 def failures(db: SqliteDb | PostgresDb) -> tuple[type[Exception], ...]:

@@ -124,17 +124,18 @@ async def open_pool(
 
 
 async def restore_schema(
-    db: PostgresDb, pool: Pool, *, prepare: bool, current: Current, setup: Setup
+    db: PostgresDb, pool: Pool, *, prepare: bool, present: Current, setup: Setup
 ) -> bool:
-    """Set the schema up again if it is gone (as `open_pool` does at start-up); True when
-    it was. Checked on a pooled connection; set up under the lock on one of its own."""
+    """Set the schema up again if its tables are gone (`present` says they are not), as
+    `open_pool` does at start-up; True when it was. Checked on a pooled connection, set up
+    under the lock on a connection of its own."""
     async with pool.connection() as conn:
-        if await current(conn):
+        if await present(conn):
             return False
     async with await AsyncConnection.connect(db.url, **connect_kwargs(db, prepare=prepare)) as (
         locking
     ):
-        return await _set_up(locking, pool, current, setup)
+        return await _set_up(locking, pool, present, setup)
 
 
 async def _set_up(
