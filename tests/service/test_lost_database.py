@@ -1,10 +1,11 @@
-"""A PostgreSQL database lost under a running server: the calls answer 503
-`storage_unavailable` as JSON within AGENT_DB_TIMEOUT_S (not the pool's 30 s), an open
-stream ends with RUN_ERROR, and once the database is back (empty) the server puts its
-schema back before it says it is ready, and the calls work again."""
+"""A database lost under a running server: the calls answer 503 `storage_unavailable` as
+JSON within AGENT_DB_TIMEOUT_S (not the pool's or SQLite's 30 s), an open stream ends
+with RUN_ERROR, and once a PostgreSQL database is back (empty) the server puts its schema
+back before it says it is ready, and the calls work again. Nothing answers plain text."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -17,11 +18,23 @@ from urllib.parse import urlsplit
 import httpx
 import psycopg
 import pytest
+from fastapi.routing import APIRoute
 from psycopg import sql
 
+from app.http.server import create_app
+from app.settings import Settings
+from tests.doubles._server import ServerThread
 from tests.doubles.llm import ScriptedLLM, held, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
-from tests.service.conftest import Api, Backend, Stream, run_body, server_env
+from tests.service.conftest import (
+    SQLITE,
+    SQLITE_FILE,
+    Api,
+    Backend,
+    Stream,
+    run_body,
+    server_env,
+)
 from tests.support.processes import ServerProcess
 
 pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
@@ -153,3 +166,43 @@ def test_a_database_recreated_empty_gets_its_schema_back_before_the_server_says_
     assert again.status_code == 200, again.text
     assert again.json()["messages"][-1]["content"] == "又好了。"
     assert "re-created the database schema" in served.server.log_text
+
+
+def test_a_sqlite_file_another_writer_holds_answers_503_within_the_timeout_not_30_s(
+    llm: ScriptedLLM, meteo: FakeOpenMeteo, tmp_path: Path
+) -> None:
+    # SQLite: the file's write lock, which PostgreSQL has no form of, held by another program.
+    env = server_env(llm, meteo, tmp_path, backend=SQLITE, AGENT_DB_TIMEOUT_S="1")
+    server = ServerProcess(env)
+    api = Api(server)
+    holder = sqlite3.connect(tmp_path / SQLITE_FILE, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        sent, took = timed(lambda: api.chat(graph="weather", message="你好"))
+        holder.execute("ROLLBACK")
+        again = chat(api, llm, "好了。")
+    finally:
+        holder.close()
+        api.close()
+        server.stop()
+
+    assert sent.status_code == 503, sent.text
+    assert sent.json()["code"] == "storage_unavailable"
+    assert took < ANSWER_S
+    assert again.status_code == 200, again.text
+
+
+def test_a_failure_nothing_names_answers_a_json_500_not_plain_text() -> None:
+    app = create_app(Settings())
+
+    async def broken() -> None:
+        raise RuntimeError("a bug")
+
+    app.router.routes.insert(0, APIRoute("/broken", broken))  # before the web UI's catch-all
+    with ServerThread(app) as served:
+        answer = httpx.get(f"{served.url}/broken")
+
+    assert answer.status_code == 500
+    assert answer.headers["content-type"] == "application/json"
+    assert answer.json()["code"] == "internal_error"
+    assert "a bug" not in answer.text
