@@ -147,6 +147,7 @@ class AgentService:
         saver: BaseCheckpointSaver,
         store: RunStore,
         telemetry: Telemetry | None = None,
+        schema: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.settings = settings
         self.graphs = graphs
@@ -166,8 +167,8 @@ class AgentService:
         self._freed = asyncio.Event()  # set (and replaced) whenever a run here ends
         self.recovery = Recovery(self)
         # Raises unless the database has its tables, restoring them where it can
-        # (`open_service` sets the storage's check).
-        self.schema: Callable[[], Awaitable[None]] = _schema_unchecked
+        # (`app.core.storage.backends.Storage.schema`).
+        self.schema = schema or _schema_unchecked
 
     def graph(self, graph_id: str) -> CompiledStateGraph:
         """The compiled agent `graph_id`; NotFound when there is none."""
@@ -801,8 +802,8 @@ async def open_service(
         # the first run reports it.
         with suppress(ModelNotConfigured):
             telemetry.watch_model(shared_model(settings))
-        service = AgentService(settings, graphs, describe(modules), saver, store, telemetry)
-        service.schema = schema
+        listing = describe(modules)
+        service = AgentService(settings, graphs, listing, saver, store, telemetry, schema)
         if telemetry.metrics is not None:
             telemetry.metrics.watch_active(service.active_runs)
         service.writer.start()

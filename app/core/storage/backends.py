@@ -47,10 +47,10 @@ from app.settings import PostgresDb, Settings, SqliteDb
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
 
-DEFAULT_TIMEOUT_S = Settings.model_fields["agent_db_timeout_s"].default
-
-
 logger = logging.getLogger(__name__)
+
+# What `open_checkpointer` (tests, benchmarks: no settings) waits for a pooled connection.
+DEFAULT_TIMEOUT_S = Settings.model_fields["agent_db_timeout_s"].default
 
 SCHEMA_RESTORED = (
     "the database had lost its tables (dropped and re-created, or emptied, under the "
