@@ -133,6 +133,12 @@ class Settings(GraphSettings):
     agent_db_prepare: bool = Field(
         True, description="PostgreSQL: prepared statements (false for pgbouncer transaction mode)"
     )
+    agent_db_timeout_s: float = Field(
+        5.0,
+        gt=0,
+        description="how long a request waits for the database (a pooled PostgreSQL "
+        "connection, SQLite's write lock) before it is refused with 503 storage_unavailable",
+    )
     agent_api_key: SecretStr | None = None
     agent_cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     agent_allowed_hosts: Annotated[list[str] | None, NoDecode] = Field(

@@ -13,8 +13,9 @@ client shows `message`. The status rule:
   is not declared JSON; 429 too many runs waiting (a thread's queue, or this process's,
   is full); 422 the request itself is
   wrong (a bad answer, a message too long or not text, no new user message, a bad id);
-- 502 a run that failed (`/api/chat`); 503 the service is shutting down, (client side)
-  cannot be reached, or (at start-up) cannot reach its database.
+- 502 a run that failed (`/api/chat`); 503 the service is shutting down, its database
+  does not answer now (`storage_unavailable`, with `Retry-After`), (client side) cannot
+  be reached, or (at start-up) cannot reach its database.
 
 Every code is an `ErrorCode`, the list `docs/api.md` gives (a test holds the two together).
 """
@@ -70,8 +71,10 @@ ErrorCode = Literal[
     "http_400",
     "http_401",
     "http_error",
-    # the service is stopping (503)
+    # the service is stopping, or its database does not answer now (503; a run's RUN_ERROR
+    # says `storage_unavailable` too)
     "shutting_down",
+    "storage_unavailable",
     # a run's RUN_ERROR (and a /api/chat run's 502); a queued run's refusal keeps its code
     "model_not_configured",
     "model_error",
@@ -192,5 +195,18 @@ class Unreachable(Unavailable):
 
 
 class StorageUnavailable(Unavailable):
-    """The database AGENT_DB names cannot be reached (503); at start-up, a configuration
-    error. The message names the database without its password."""
+    """The database AGENT_DB names cannot be reached (503): at start-up, a configuration
+    error; while serving, a request it failed (`storage_unavailable()`). The message names
+    the database without its password, or not at all."""
+
+
+# What a client is told to wait before trying again: the pool reconnects within seconds.
+STORAGE_RETRY_AFTER_S = 5
+STORAGE_LOST = "the database does not answer now; retry in a few seconds"
+
+
+def storage_unavailable(message: str = STORAGE_LOST) -> StorageUnavailable:
+    """503 `storage_unavailable`, with when to try again: the database failed a request."""
+    return StorageUnavailable(
+        "storage_unavailable", message, headers={"Retry-After": str(STORAGE_RETRY_AFTER_S)}
+    )

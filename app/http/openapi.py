@@ -5,7 +5,8 @@
   documents exactly what it answers: FastAPI's own 422 (`HTTPValidationError`, an array
   of errors) never appears, because the server never sends it (`app.http.server` answers
   a bad parameter as `ErrorBody` too). The 401 is added where the server includes the
-  API (only when `AGENT_API_KEY` is set, with the bearer security scheme).
+  API (only when `AGENT_API_KEY` is set, with the bearer security scheme), and so is the
+  503 every `/api` route may answer when the database does not (`storage_unavailable`).
 - Operation ids are the route functions' names in camelCase (`getThread`); the answers
   that carry a run's ids link to the operations about that thread and run (`follow`), which
   is also how schemathesis's stateful phase chains real calls.
@@ -106,7 +107,8 @@ WHY: dict[int, str] = {
     422: "the request itself is wrong; nothing was changed",
     429: "too many runs already wait for their turn: retry after `Retry-After` seconds",
     502: "the run failed: `code` is its RUN_ERROR code",
-    503: "the service is shutting down: retry on the next one",
+    503: "the service is shutting down (`shutting_down`: retry on the next one), or its "
+    "database does not answer now (`storage_unavailable`: retry after `Retry-After` seconds)",
 }
 
 

@@ -36,6 +36,7 @@ from app.core.errors import (
     Unauthorized,
     UnsupportedMediaType,
     run_error_code,
+    storage_unavailable,
 )
 from app.core.runs.log import Entry
 from app.core.runs.prepare import THREAD_ID
@@ -86,7 +87,11 @@ STARTS_RUN = {
     **errors(
         (409, "the thread's state refuses the run (see `code`); nothing was changed"),
         (429, "too many runs already wait (`queue_full`); `Retry-After` says when to retry"),
-        (503, "the service is shutting down: nothing was started"),
+        (
+            503,
+            "the service is shutting down, or its database does not answer now "
+            "(`storage_unavailable`, with `Retry-After`): nothing was started",
+        ),
     ),
 }
 
@@ -421,6 +426,8 @@ async def chat(request: Request, agents: Agents) -> Response:
         multitask_strategy=body.multitask_strategy,
     )
     result = await run.result()
+    if result.error is not None and result.error.code == "storage_unavailable":
+        raise storage_unavailable()  # the database, not the run, failed: 503 like any request
     if result.error is not None:
         raise RunFailed(run_error_code(result.error.code), result.error.message)
     reply = ChatReply(

@@ -9,14 +9,17 @@ FastAPI refuses (422 `invalid_request`) and Starlette's own refusals (an unknown
 404 `not_found`, a wrong method: 405 `method_not_allowed`) get the same shape. A path
 with a trailing slash is 404 like any other unknown path, not a redirect (whose absolute
 `Location` would repeat the request's `Host`). A request addressed to a host name not in
-AGENT_ALLOWED_HOSTS is refused first (`app.http.hosts`). What `/openapi.json` and
-`/docs` say is `app.http.openapi`.
+AGENT_ALLOWED_HOSTS is refused first (`app.http.hosts`). A request the database failed
+(`app.core.storage.failures`: gone, locked, no connection within AGENT_DB_TIMEOUT_S) is
+503 `storage_unavailable` with `Retry-After`; any other failure is 500 `internal_error`,
+JSON too, its traceback logged. What `/openapi.json` and `/docs` say is `app.http.openapi`.
 The app's telemetry (metrics, traces: `app.core.observability.telemetry`) is made here,
 once, with the probes and the request counting of `app.http.observability`.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -31,13 +34,14 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from starlette.routing import compile_path
 
-from app.core.errors import ErrorCode, Invalid, ServiceError
+from app.core.errors import ErrorCode, Invalid, ServiceError, storage_unavailable
 from app.core.observability.telemetry import Telemetry
 from app.core.runs.service import open_service
+from app.core.storage.failures import failures
 from app.core.storage.retention import periodic_prune
 from app.http.hosts import HostGuard
 from app.http.observability import add_probes, count_requests, trace_requests
-from app.http.openapi import key_docs, mount_docs, operation_id
+from app.http.openapi import errors, key_docs, mount_docs, operation_id
 from app.http.routes import BODY_RULES, ID_SCHEMA, ChatRequest, api, summary
 from app.http.webui import mount_web_ui
 from app.settings import Settings, get_settings
@@ -46,6 +50,9 @@ from tools.secrets import redactor_for
 INVALID_REQUEST = "invalid request: {errors}"
 # The ids of a run request's body, held to the id rule in the schema as in the run core.
 ID_FIELDS = ("threadId", "runId")
+INTERNAL = "internal error (the server's log has the details)"
+STORAGE_FAILED = "%s %s: the database does not answer (%s: %s)"
+logger = logging.getLogger(__name__)
 # Starlette's and FastAPI's own refusals (the routes read bodies themselves; a static file
 # the process may not read is Starlette's 401).
 HTTP_CODES: dict[int, ErrorCode] = {
@@ -99,6 +106,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(ServiceError, _service_error)
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(HTTPException, _http_error)
+    for failure in failures(settings.agent_db):
+        app.add_exception_handler(failure, _storage_failure)
+    # Starlette answers the rest with a plain-text 500 (and logs the traceback): JSON too.
+    app.add_exception_handler(Exception, _internal_error)
     if telemetry.metrics is not None:
         count_requests(app, telemetry.metrics)
     if telemetry.tracing is not None:
@@ -110,7 +121,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     key = key_docs(settings.agent_api_key is not None)
     add_probes(app, key=key, measured=telemetry.metrics is not None)
-    app.include_router(api, responses=key.responses, dependencies=key.dependencies)
+    # Every /api route but the graph list reads the database: 503 when it does not answer.
+    app.include_router(
+        api, responses={**errors(503), **key.responses}, dependencies=key.dependencies
+    )
     _document_bodies(app, {"/api/agents/{graph_id}": RunAgentInput, "/api/chat": ChatRequest})
     mount_docs(app)
     mount_web_ui(app)
@@ -178,6 +192,19 @@ async def _invalid_request(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     refusal = Invalid("invalid_request", INVALID_REQUEST.format(errors=summary(exc.errors())))
     return await _service_error(request, refusal)
+
+
+async def _storage_failure(request: Request, exc: Exception) -> Response:
+    """The database failed the request: 503 `storage_unavailable`, one line logged (each
+    failing request would otherwise log the same traceback)."""
+    reason = " ".join(str(exc).split())[:300] or "no message"
+    logger.warning(STORAGE_FAILED, request.method, request.url.path, type(exc).__name__, reason)
+    return await _service_error(request, storage_unavailable())
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    """What nothing else handled: 500 `internal_error` as JSON; Starlette logs the traceback."""
+    return JSONResponse({"detail": INTERNAL, "code": "internal_error"}, status_code=500)
 
 
 def has_body(status: int) -> bool:

@@ -116,7 +116,7 @@ async def test_a_burst_of_work_holds_no_more_connections_than_the_pool_size(
     postgres_url: str,
 ) -> None:
     settings = Settings(agent_db=postgres_url, agent_db_pool_size=2)
-    async with open_storage(settings) as (_, runs):
+    async with open_storage(settings) as (_, runs, _):
         await asyncio.gather(*(runs.threads(None, 10) for _ in range(20)))
         held = await asyncio.to_thread(connections_of, postgres_url)
 
@@ -128,7 +128,7 @@ async def test_without_prepared_statements_every_pool_connection_prepares_nothin
     postgres_url: str,
 ) -> None:
     settings = Settings(agent_db=postgres_url, agent_db_prepare=False)
-    async with open_storage(settings) as (saver, runs):
+    async with open_storage(settings) as (saver, runs, _):
         assert isinstance(saver, AsyncPostgresSaver)
         await runs.threads(None, 10)
         async with saver.conn.connection() as conn:  # the pool the saver and the store share
@@ -155,7 +155,7 @@ async def test_a_task_s_writes_commit_in_the_transaction_of_the_checkpoint_put_n
 ) -> None:
     answer = AIMessage("晴", id="a1")
     config: RunnableConfig = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
-    async with open_storage(Settings(agent_db=postgres_url)) as (saver, _):
+    async with open_storage(Settings(agent_db=postgres_url)) as (saver, *_):
         first = await saver.aput(config, empty_checkpoint(), {"step": -1}, {})
         # As LangGraph's loop does: the task's writes go in the background, then the
         # step's checkpoint is put.

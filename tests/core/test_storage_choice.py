@@ -119,7 +119,7 @@ async def test_libpq_options_in_the_url_reach_the_server_as_pool_connections_ope
     joiner = "&" if "?" in postgres_url else "?"
     url = f"{postgres_url}{joiner}options=-c%20statement_timeout%3D4321"
 
-    async with open_storage(Settings(agent_db=url)) as (saver, _):
+    async with open_storage(Settings(agent_db=url)) as (saver, *_):
         assert isinstance(saver, PooledPostgresSaver)
         async with saver.conn.connection() as conn:
             row = await (await conn.execute("SHOW statement_timeout")).fetchone()
@@ -130,9 +130,9 @@ async def test_libpq_options_in_the_url_reach_the_server_as_pool_connections_ope
 async def test_sqlite_and_postgres_each_open_their_own_saver_and_run_store(
     tmp_path: Path, postgres_url: str
 ) -> None:
-    async with open_storage(Settings(agent_db=str(tmp_path / "a.sqlite"))) as (saver, runs):
+    async with open_storage(Settings(agent_db=str(tmp_path / "a.sqlite"))) as (saver, runs, _):
         on_sqlite = (type(saver), type(runs))
-    async with open_storage(Settings(agent_db=postgres_url)) as (saver, runs):
+    async with open_storage(Settings(agent_db=postgres_url)) as (saver, runs, _):
         on_postgres = (type(saver), type(runs))
 
     assert on_sqlite == (OneHopSqliteSaver, SqliteRunStore)
@@ -178,7 +178,7 @@ def _assert_read_back(read: CheckpointTuple | None, first: RunnableConfig) -> No
 async def test_checkpoints_and_writes_of_the_pooled_saver_read_back_through_langgraphs_own(
     postgres_url: str,
 ) -> None:
-    async with open_storage(Settings(agent_db=postgres_url)) as (saver, _):
+    async with open_storage(Settings(agent_db=postgres_url)) as (saver, *_):
         first, saved = await _write_a_step(saver)
 
     async with AsyncPostgresSaver.from_conn_string(postgres_url) as plain:
@@ -191,7 +191,7 @@ async def test_checkpoints_and_writes_of_the_one_hop_saver_read_back_through_lan
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "agent.sqlite"
-    async with open_storage(Settings(agent_db=str(path))) as (saver, _):
+    async with open_storage(Settings(agent_db=str(path))) as (saver, *_):
         first, saved = await _write_a_step(saver)
 
     async with AsyncSqliteSaver.from_conn_string(str(path)) as plain:
@@ -208,7 +208,7 @@ async def test_checkpoints_and_writes_langgraphs_own_postgres_saver_made_read_ba
     async with AsyncPostgresSaver.from_conn_string(postgres_url) as plain:
         first, saved = await _write_a_step(plain)
 
-    async with open_storage(Settings(agent_db=postgres_url)) as (saver, _):
+    async with open_storage(Settings(agent_db=postgres_url)) as (saver, *_):
         read = await saver.aget_tuple(saved)
         listed = [found.config async for found in saver.alist(_THREAD)]
 
@@ -228,7 +228,7 @@ async def test_checkpoints_and_writes_langgraphs_own_sqlite_saver_made_read_back
     async with AsyncSqliteSaver.from_conn_string(str(path)) as plain:
         first, saved = await _write_a_step(plain)
 
-    async with open_storage(Settings(agent_db=str(path))) as (saver, _):
+    async with open_storage(Settings(agent_db=str(path))) as (saver, *_):
         read = await saver.aget_tuple(saved)
         listed = [found.config async for found in saver.alist(_THREAD)]
 

@@ -56,6 +56,7 @@ from langgraph.types import Command, StreamMode
 from app.core.errors import ErrorCode
 from app.core.observability.telemetry import FAILED
 from app.core.runs.threads import STOPPED_KEY, pending_interrupts, text_of, tool_result_metadata
+from app.core.storage.failures import is_lost
 from graphs.model import ModelError, ModelNotConfigured
 from graphs.provider_quirks import REASONING_KEY, reasoning_of
 from graphs.react import AGENT_NODE, TOOLS_NODE
@@ -70,6 +71,7 @@ _INTERRUPT_KEY: Final = "__interrupt__"
 # What a client reads when a run fails: readable, no secrets, no stack trace.
 RECURSION_LIMIT = "运行步数超过上限，已停止"
 INTERNAL_ERROR = "运行失败：服务内部错误（详情见服务端日志）"
+STORAGE_LOST = "运行失败：数据库暂时无法访问，请稍后重试"
 
 RUN_LOG = "run thread=%s run=%s graph=%s outcome=%s steps=%d duration_ms=%.1f"
 
@@ -173,6 +175,8 @@ def run_error(exc: BaseException) -> RunErrorEvent:
         return run_error_event("model_error", str(exc))
     if isinstance(exc, GraphRecursionError):
         return run_error_event("recursion_limit", RECURSION_LIMIT)
+    if is_lost(exc):  # its checkpoints cannot be written: what it did since is not kept
+        return run_error_event("storage_unavailable", STORAGE_LOST)
     return run_error_event("internal_error", INTERNAL_ERROR)
 
 

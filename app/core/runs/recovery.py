@@ -4,8 +4,10 @@ At start-up `Recovery.recover` takes over the runs that dead processes left acti
 background tasks then run for the service's life: the heartbeat renews this process's
 thread leases every third of AGENT_RUN_LEASE_S, suspends the runs whose lease another
 process took (it resumes them), and, on a server, takes over the runs of processes that
-stopped renewing; the cancel watcher stops the runs held here that a cancel sent to
-another process named. Taking a run over is the service's (`AgentService.take_over`).
+stopped renewing (a beat that fails has the database's tables checked, and put back if
+they are gone: `AgentService.schema`); the cancel watcher stops the runs held here that
+a cancel sent to another process named. Taking a run over is the service's
+(`AgentService.take_over`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import logging
 import os
 import socket
 import time
+from contextlib import suppress
 from typing import TYPE_CHECKING
 
 from app.core.runs.run import RunPhase
@@ -111,6 +114,9 @@ class Recovery:
                     await self._adopt_orphans()
             except Exception:  # the next beat tries again; the lease outlives a few misses
                 logger.exception("the heartbeat failed")
+                # A database re-created empty gets its tables back without a readiness probe.
+                with suppress(Exception):
+                    await service.schema()
             await asyncio.sleep(service.lease_s / 3)
 
     async def _watch_cancels(self) -> None:

@@ -22,7 +22,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing, asynccontextmanager, suppress
 from typing import Any
 
@@ -53,9 +53,9 @@ from app.core.errors import (
 from app.core.observability.telemetry import Telemetry
 from app.core.registry import GraphInfo, available_graphs, compile_graphs, describe
 from app.core.runs.events import (
-    INTERNAL_ERROR,
     EventTransformer,
     close_open,
+    run_error,
     run_error_event,
     stream_run,
 )
@@ -147,6 +147,7 @@ class AgentService:
         saver: BaseCheckpointSaver,
         store: RunStore,
         telemetry: Telemetry | None = None,
+        schema: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.settings = settings
         self.graphs = graphs
@@ -165,6 +166,9 @@ class AgentService:
         self._threads: dict[str, list[Run]] = {}
         self._freed = asyncio.Event()  # set (and replaced) whenever a run here ends
         self.recovery = Recovery(self)
+        # Raises unless the database has its tables, restoring them where it can
+        # (`app.core.storage.backends.Storage.schema`).
+        self.schema = schema or _schema_unchecked
 
     def graph(self, graph_id: str) -> CompiledStateGraph:
         """The compiled agent `graph_id`; NotFound when there is none."""
@@ -189,11 +193,16 @@ class AgentService:
         return next((r for r in self._threads.get(thread_id, ()) if r.run_id == run_id), None)
 
     async def ready(self) -> str | None:
-        """None when the service takes runs; else why not (`draining`, `database`)."""
+        """None when the service takes runs; else why not (`draining`, `database`).
+
+        Ready means the database answers and has its tables: a database that lost them
+        gets them back first (`Storage.schema`), or the service is not ready.
+        """
         if self.closing:
             return "draining"
         try:
             await self.store.probe(READY_TIMEOUT_S)
+            await self.schema()
         except Exception:  # any failure to answer means not ready; the reason is logged
             logger.exception("readiness: the database did not answer")
             return "database"
@@ -370,9 +379,13 @@ class AgentService:
         except ServiceError as exc:  # the thread's state refused a queued run at its turn
             status, error = "error", RunError(code=exc.code, message=exc.message)
             self._fail(run, error)
-        except Exception:  # the run's top-level handler: a run never stays active
+        except Exception as exc:  # the run's top-level handler: a run never stays active
             logger.exception("run %s on thread %s failed to start", run.run_id, run.thread_id)
-            status, error = "error", RunError(code="internal_error", message=INTERNAL_ERROR)
+            failed = run_error(exc)  # `storage_unavailable` when its database was lost
+            status, error = (
+                "error",
+                RunError(code=run_error_code(failed.code), message=failed.message),
+            )
             self._fail(run, error)
         watch.finish(status, error.code if error is not None else None)
         await self._finish(run, status, error)
@@ -755,6 +768,10 @@ def _status_after(
     return status, error
 
 
+async def _schema_unchecked() -> None:
+    return None
+
+
 def _uncancel() -> None:
     task = asyncio.current_task()
     if task is not None:
@@ -778,14 +795,15 @@ async def open_service(
     `telemetry` (default: none) measures and traces the runs (`app.core.observability.telemetry`).
     """
     telemetry = telemetry or Telemetry()
-    async with open_storage(settings) as (saver, store):
+    async with open_storage(settings) as (saver, store, schema):
         modules = available_graphs(settings, only)
         graphs = compile_graphs(modules, saver, settings)
         # HTTP clients and TLS set-up are start-up work; a missing key is not fatal here:
         # the first run reports it.
         with suppress(ModelNotConfigured):
             telemetry.watch_model(shared_model(settings))
-        service = AgentService(settings, graphs, describe(modules), saver, store, telemetry)
+        listing = describe(modules)
+        service = AgentService(settings, graphs, listing, saver, store, telemetry, schema)
         if telemetry.metrics is not None:
             telemetry.metrics.watch_active(service.active_runs)
         service.writer.start()

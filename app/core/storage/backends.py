@@ -12,12 +12,22 @@ run store (`app.core.storage.runs.RunStore`) on the same database:
   yet) under a lock, so replicas may start together. A database that cannot be reached
   at start-up raises `StorageUnavailable`.
 
+Each request waits for the database at most AGENT_DB_TIMEOUT_S (a pooled connection,
+SQLite's write lock): a lost database fails its requests within seconds
+(`app.core.storage.failures` names how). `Storage.schema()` raises unless the tables are
+there; on PostgreSQL it first sets them up again when they are gone (a database dropped
+and re-created empty under the service), as at start-up and under the same lock; an
+SQLite file cannot lose them under its writer short of someone dropping them, so there
+it only checks.
+
 `open_checkpointer(db)` opens a checkpointer alone (graph tests, benchmarks).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -26,6 +36,7 @@ import aiosqlite
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from app.core.errors import StorageUnavailable
 from app.core.storage.runs import RunStore
 from app.core.storage.sqlite import connection as sqlite_connection
 from app.core.storage.sqlite.connection import SqliteConnection, open_sqlite
@@ -36,12 +47,40 @@ from app.settings import PostgresDb, Settings, SqliteDb
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
 
+logger = logging.getLogger(__name__)
+
+# What `open_checkpointer` (tests, benchmarks: no settings) waits for a pooled connection.
+DEFAULT_TIMEOUT_S = Settings.model_fields["agent_db_timeout_s"].default
+
+SCHEMA_RESTORED = (
+    "the database had lost its tables (dropped and re-created, or emptied, under the "
+    "service): re-created the database schema; what it held is gone"
+)
+SQLITE_TABLES = (
+    "checkpoints",
+    "writes",
+    "agent_runs",
+    "agent_run_events",
+    "agent_thread_leases",
+    "agent_replicas",
+    "agent_threads",
+)
+# LangGraph's PostgreSQL saver's tables (its migrations make them).
+CHECKPOINT_TABLES = (
+    "checkpoints",
+    "checkpoint_blobs",
+    "checkpoint_writes",
+    "checkpoint_migrations",
+)
+TABLES_MISSING = "the database has lost tables ({missing}): restart the service to create them"
+
 
 class Storage(NamedTuple):
-    """The checkpointer and the run store on one database."""
+    """The checkpointer and the run store on one database, and its schema's check."""
 
     saver: BaseCheckpointSaver
     runs: RunStore
+    schema: Callable[[], Awaitable[None]]
 
 
 async def check_database(db: SqliteDb | PostgresDb) -> None:
@@ -59,19 +98,26 @@ async def check_database(db: SqliteDb | PostgresDb) -> None:
 @asynccontextmanager
 async def open_storage(settings: Settings) -> AsyncIterator[Storage]:
     """The checkpointer and the run store on AGENT_DB, schemas created if needed."""
-    db = settings.agent_db
+    db, timeout = settings.agent_db, settings.agent_db_timeout_s
     if isinstance(db, PostgresDb):
-        async with _open_postgres(db, settings.agent_db_pool_size, settings.agent_db_prepare) as (
-            storage
-        ):
+        pool_size, prepare = settings.agent_db_pool_size, settings.agent_db_prepare
+        async with _open_postgres(db, pool_size, prepare, timeout) as storage:
             yield storage
         return
     async with (
-        open_sqlite(db.path) as writer,
+        open_sqlite(db.path, busy_timeout_s=timeout) as writer,
         open_checkpointer(db, writer=writer) as saver,
         open_sqlite_run_store(db.path, writer=writer) as runs,
     ):
-        yield Storage(saver, runs)
+
+        async def schema() -> None:
+            missing = await sqlite_connection.missing_tables(db.path, SQLITE_TABLES, timeout)
+            if missing:
+                raise StorageUnavailable(
+                    "storage_unavailable", TABLES_MISSING.format(missing=", ".join(missing))
+                )
+
+        yield Storage(saver, runs, schema)
 
 
 @asynccontextmanager
@@ -87,7 +133,7 @@ async def open_checkpointer(
     On SQLite it writes through `writer` (one of its own when None).
     """
     if isinstance(db, PostgresDb):
-        async with _open_postgres(db, pool_size, prepare) as storage:
+        async with _open_postgres(db, pool_size, prepare, DEFAULT_TIMEOUT_S) as storage:
             yield storage.saver
         return
     path = db.path if isinstance(db, SqliteDb) else db
@@ -107,23 +153,41 @@ async def open_checkpointer(
 
 
 @asynccontextmanager
-async def _open_postgres(db: PostgresDb, pool_size: int, prepare: bool) -> AsyncIterator[Storage]:
+async def _open_postgres(
+    db: PostgresDb, pool_size: int, prepare: bool, wait_s: float
+) -> AsyncIterator[Storage]:
     # Imported here: an SQLite deployment never loads the PostgreSQL stack.
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg.rows import tuple_row
 
-    from app.core.storage.postgres.connection import Pool, open_pool
-    from app.core.storage.postgres.runs import PostgresRunStore
+    from app.core.storage.postgres.connection import Pool, open_pool, restore_schema
+    from app.core.storage.postgres.runs import TABLES, PostgresRunStore
     from app.core.storage.postgres.saver import PooledPostgresSaver
+
+    tables = [*CHECKPOINT_TABLES, *TABLES]
+
+    async def present(conn: AsyncConnection[Any]) -> bool:
+        # Whether the tables are there at all, whatever their version: one a newer
+        # replica upgraded is not one to set up again (that would record the older one).
+        cursor = conn.cursor(row_factory=tuple_row)
+        await cursor.execute(
+            "SELECT bool_and(to_regclass(name) IS NOT NULL) FROM unnest(%s::text[]) AS name",
+            (tables,),
+        )
+        row = await cursor.fetchone()
+        return row is not None and bool(row[0])
 
     async def current(conn: AsyncConnection[Any]) -> bool:
         # Both: a newer langgraph-checkpoint-postgres may bring migrations of its own.
         if not await PostgresRunStore.current(conn):
             return False
-        cursor = await conn.execute("SELECT to_regclass('checkpoint_migrations') IS NOT NULL")
+        # Tuples: a pooled connection (the schema's later checks) has dict rows.
+        cursor = conn.cursor(row_factory=tuple_row)
+        await cursor.execute("SELECT to_regclass('checkpoint_migrations') IS NOT NULL")
         row = await cursor.fetchone()
         if row is None or not row[0]:
             return False
-        cursor = await conn.execute("SELECT max(v) FROM checkpoint_migrations")
+        await cursor.execute("SELECT max(v) FROM checkpoint_migrations")
         row = await cursor.fetchone()
         return row is not None and row[0] == len(AsyncPostgresSaver.MIGRATIONS) - 1
 
@@ -131,10 +195,19 @@ async def _open_postgres(db: PostgresDb, pool_size: int, prepare: bool) -> Async
         await AsyncPostgresSaver(pool).setup()
         await PostgresRunStore(pool).setup()
 
-    async with open_pool(db, size=pool_size, prepare=prepare, current=current, setup=setup) as pool:
+    async with open_pool(
+        db, size=pool_size, prepare=prepare, wait_s=wait_s, current=current, setup=setup
+    ) as pool:
         saver = PooledPostgresSaver(pool, size=pool_size)
+        restoring = asyncio.Lock()  # one set-up at a time here; the lock orders replicas
+
+        async def schema() -> None:
+            async with restoring:
+                if await restore_schema(db, pool, prepare=prepare, present=present, setup=setup):
+                    logger.warning(SCHEMA_RESTORED)
+
         try:
-            yield Storage(saver, PostgresRunStore(pool))
+            yield Storage(saver, PostgresRunStore(pool), schema)
         finally:
             await saver.settled()  # writes still waiting for a checkpoint, before the pool goes
 

@@ -1,11 +1,15 @@
 """PostgreSQL for AGENT_DB=postgresql://...: connecting, the pool, the schema set-up lock.
 
-`open_pool(db, size=, prepare=, current=, setup=)` connects once first, on a connection
-of its own (a `StorageUnavailable` naming the database, never its password, when it
-cannot). When `current(conn)` says the schema is not complete yet (a new database, an
-upgrade), it takes the set-up lock there and runs `setup(pool)` (the saver's migrations
-and our tables) before releasing it: replicas that start together create the schema one
-at a time, and a start on an up-to-date database takes no lock and changes nothing.
+`open_pool(db, size=, prepare=, wait_s=, current=, setup=)` connects once first, on a
+connection of its own (a `StorageUnavailable` naming the database, never its password,
+when it cannot). When `current(conn)` says the schema is not complete yet (a new
+database, an upgrade), it takes the set-up lock there and runs `setup(pool)` (the
+saver's migrations and our tables) before releasing it: replicas that start together
+create the schema one at a time, and a start on an up-to-date database takes no lock and
+changes nothing. `restore_schema` does the same later, for a database that lost its
+tables under the running service (dropped and re-created empty). A request waits at
+most `wait_s` (AGENT_DB_TIMEOUT_S) for a pooled connection: `PoolTimeout` then, not
+the pool's own 30 s, while the pool reconnects in the background.
 Pool connections are what LangGraph's saver needs (autocommit, dict rows) and use
 prepared statements unless AGENT_DB_PREPARE=false (pgbouncer in transaction mode has no
 session to keep them in).
@@ -42,6 +46,9 @@ LOCK_KEPT = (
 )
 
 Pool = AsyncConnectionPool[AsyncConnection[Any]]
+# Whether the schema on a connection is complete; what sets it up on the pool.
+Current = Callable[[AsyncConnection[Any]], Awaitable[bool]]
+Setup = Callable[[Pool], Awaitable[None]]
 
 
 def connect_kwargs(db: PostgresDb, *, prepare: bool) -> dict[str, Any]:
@@ -84,10 +91,12 @@ async def open_pool(
     *,
     size: int,
     prepare: bool,
-    current: Callable[[AsyncConnection[Any]], Awaitable[bool]],
-    setup: Callable[[Pool], Awaitable[None]],
+    wait_s: float,
+    current: Current,
+    setup: Setup,
 ) -> AsyncIterator[Pool]:
-    """The pool on `db` (at most `size` connections), the schema set up (see the module)."""
+    """The pool on `db` (at most `size` connections, each waited for at most `wait_s`
+    seconds), the schema set up (see the module)."""
     kwargs = connect_kwargs(db, prepare=prepare)
     try:
         locking = await AsyncConnection.connect(db.url, **kwargs)
@@ -98,6 +107,7 @@ async def open_pool(
         kwargs={**kwargs, "row_factory": dict_row},
         min_size=1,
         max_size=size,
+        timeout=wait_s,
         open=False,
         name="agent-db",
     )
@@ -107,13 +117,38 @@ async def open_pool(
                 await pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
             except PoolTimeout as exc:
                 raise unreachable(db, exc) from None
-            if not await current(locking):
-                async with setup_lock(locking):
-                    if not await current(locking):  # another replica may have just done it
-                        await setup(pool)
+            await _set_up(locking, pool, current, setup)
         yield pool
     finally:
         await pool.close()
+
+
+async def restore_schema(
+    db: PostgresDb, pool: Pool, *, prepare: bool, present: Current, setup: Setup
+) -> bool:
+    """Set the schema up again if its tables are gone (`present` says they are not), as
+    `open_pool` does at start-up; True when it was. Checked on a pooled connection, set up
+    under the lock on a connection of its own."""
+    async with pool.connection() as conn:
+        if await present(conn):
+            return False
+    async with await AsyncConnection.connect(db.url, **connect_kwargs(db, prepare=prepare)) as (
+        locking
+    ):
+        return await _set_up(locking, pool, present, setup)
+
+
+async def _set_up(
+    locking: AsyncConnection[Any], pool: Pool, current: Current, setup: Setup
+) -> bool:
+    """`setup(pool)` under the set-up lock held on `locking`, unless `current`; True if run."""
+    if await current(locking):
+        return False
+    async with setup_lock(locking):
+        if await current(locking):  # another replica may have just done it
+            return False
+        await setup(pool)
+    return True
 
 
 @asynccontextmanager

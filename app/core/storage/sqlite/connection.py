@@ -27,7 +27,7 @@ import logging
 import os
 import sqlite3
 import stat
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
@@ -112,11 +112,13 @@ def _tighten(file: Path) -> None:
 def truncate_wal(conn: sqlite3.Connection) -> bool:
     """Checkpoint the WAL into the database file and empty it; False when other
     connections' reads kept it from finishing within TRUNCATE_WAIT_S (then it stays)."""
+    busy = conn.execute("PRAGMA busy_timeout").fetchone()
     conn.execute(f"PRAGMA busy_timeout={int(TRUNCATE_WAIT_S * 1000)}")
     try:
         row = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
     finally:
-        conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+        restored = busy[0] if busy is not None else int(BUSY_TIMEOUT_S * 1000)
+        conn.execute(f"PRAGMA busy_timeout={int(restored)}")
     return row is not None and row[0] == 0
 
 
@@ -132,8 +134,11 @@ def _transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]
 
 
 @asynccontextmanager
-async def open_sqlite(path: Path) -> AsyncIterator[SqliteConnection]:
-    """The writer connection to the database file at `path` (created if needed, private)."""
+async def open_sqlite(
+    path: Path, *, busy_timeout_s: float = BUSY_TIMEOUT_S
+) -> AsyncIterator[SqliteConnection]:
+    """The writer connection to the database file at `path` (created if needed, private);
+    a write waits at most `busy_timeout_s` for another process's lock, then fails."""
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-writer")
     loop = asyncio.get_running_loop()
 
@@ -142,7 +147,7 @@ async def open_sqlite(path: Path) -> AsyncIterator[SqliteConnection]:
         # Autocommit (transactions are explicit); wait for another process's lock
         # rather than fail.
         conn = sqlite3.connect(
-            path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+            path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
         )
         for pragma in PRAGMAS:
             conn.execute(pragma)
@@ -178,3 +183,24 @@ def check(path: Path) -> None:
         raise StorageUnavailable(
             "database_unreachable", CANNOT_OPEN.format(path=path, reason=reason)
         ) from None
+
+
+async def missing_tables(path: Path, tables: Sequence[str], timeout_s: float) -> list[str]:
+    """Which of `tables` the file at `path` lacks (all of them when it is gone), read on a
+    connection of its own within `timeout_s`; never creates the file."""
+
+    def read() -> list[str]:
+        uri = path.absolute().as_uri() + "?mode=ro"
+        try:
+            conn = sqlite3.connect(uri, uri=True, timeout=timeout_s)
+        except sqlite3.OperationalError:  # no file there any more
+            return list(tables)
+        try:
+            rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        finally:
+            conn.close()
+        found = {row[0] for row in rows}
+        return [table for table in tables if table not in found]
+
+    async with asyncio.timeout(timeout_s):
+        return await asyncio.to_thread(read)
