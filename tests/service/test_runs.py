@@ -436,7 +436,9 @@ def test_sigterm_leaves_a_long_run_to_the_next_start_within_the_grace_period(
         server.stop()
     meteo.reset()
 
-    assert took < 1 + 3  # the grace period, plus shutting the process down
+    # The grace period (1 s) ended it, not the tool's 30 s hang; the rest is the process
+    # shutting down, which a loaded 2-core machine once stretched to 5.6 s.
+    assert took < 1 + 9
     again = start(llm, meteo, tmp_path, backend)
     api = Api(again)
     try:

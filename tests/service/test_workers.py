@@ -210,7 +210,9 @@ def test_sigterm_to_the_parent_stops_every_worker_gracefully_with_exit_status_0(
         meteo.reset()
 
     assert status == 0, server.log_text[-3000:]
-    assert took < GRACE_S + 3  # the grace period, plus stopping the processes
+    # The grace period ended it, not the forecast's 30 s hang; the margin is for stopping
+    # the processes on a loaded 2-core machine.
+    assert took < GRACE_S + 9
     assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]
     for pid in workers:  # logged by uvicorn once a worker's shutdown has completed
         assert f"Finished server process [{pid}]" in server.log_text, server.log_text[-3000:]
