@@ -113,8 +113,9 @@ async def test_a_reader_behind_the_events_kept_in_memory_gets_the_older_ones_fro
             log.emit(ToolCallStartEvent(tool_call_id=f"c{i}", tool_call_name="get_weather"))
             log.emit(ToolCallEndEvent(tool_call_id=f"c{i}"))
         async with asyncio.timeout(DEADLINE_S):
-            while log.durable < 2 * calls:
-                await asyncio.sleep(0.01)
+            async for entry in log.follow(storage.runs):  # once it is read, it is written
+                if entry.seq == 2 * calls:
+                    break
         kept = len(log.entries)
         log.emit(RunFinishedEvent(thread_id="t1", run_id="r1"))
         log.close()
