@@ -294,7 +294,7 @@ class _Tokens(_StreamingCallbackHandler, BaseCallbackHandler):
     def __init__(self) -> None:
         self.tokens: list[str] = []
 
-    def on_llm_new_token(self, token: str, **kwargs: Any) -> None:
+    def on_llm_new_token(self, token: Any, **kwargs: Any) -> None:
         self.tokens.append(token)
 
     def tap_output_aiter(self, run_id: Any, output: Any) -> Any:

@@ -114,14 +114,14 @@ def test_several_readers_of_a_100000_character_reply_grow_the_server_by_less_tha
     llm.script(text(reply, chunk_size=CHUNK))
     body = run_body(thread_id, ("u1", "写一篇长文"))
 
+    def started() -> bool:
+        path = f"/api/threads/{thread_id}/runs/{body['runId']}"
+        return api.http.get(path).status_code == 200
+
     def read_all() -> list[Stream]:
         with ThreadPoolExecutor(max_workers=READERS) as pool:
             first = pool.submit(api.run, "weather", body)
-            wait_until(
-                "the run to start",
-                lambda: api.http.get(f"/api/threads/{thread_id}/runs/{body['runId']}").status_code
-                == 200,
-            )
+            wait_until("the run to start", started)
             readers = [Api(server) for _ in range(READERS - 1)]
             try:
                 others = [pool.submit(r.join, thread_id, body["runId"]) for r in readers]
@@ -161,4 +161,3 @@ def test_a_client_that_rejoins_mid_reply_with_last_event_id_gets_the_rest_exactl
     assert answer_text(first) + answer_text(rest) == reply
     ids = [*first.ids, *rest.ids]
     assert ids == list(range(1, len(ids) + 1))  # every event once, in order, none missed
-
