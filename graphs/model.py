@@ -20,7 +20,8 @@ import httpx
 import openai
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import LanguageModelInput
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.language_models.chat_models import generate_from_stream
+from langchain_core.messages import LC_ID_PREFIX, AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.messages.tool import ToolCall
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_openai import ChatOpenAI
@@ -48,6 +49,8 @@ STREAM_BROKEN = "模型服务的回复在中途断开（{error}），请重试�
 STREAM_ENDED_EARLY = (
     "模型服务的回复没有结束标记就中断了（finish_reason 缺失），回复不完整，请重试。"
 )
+# Streamed chunks held before they are merged into the reply so far (see `_agenerate`).
+MERGE_EVERY = 256
 
 
 class ModelError(RuntimeError):
@@ -303,6 +306,60 @@ class OpenAICompatibleChat(ChatOpenAI):
         if generation is not None and reasoning:
             generation.message.additional_kwargs[REASONING_KEY] = reasoning
         return generation
+
+    def _should_stream(
+        self,
+        *,
+        async_api: bool,
+        run_manager: CallbackManagerForLLMRun | AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> bool:
+        if async_api and run_manager is not None:
+            return False  # an ainvoke: `_agenerate` streams it when upstream would
+        return super()._should_stream(async_api=async_api, run_manager=run_manager, **kwargs)
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        """The reply; streamed (each chunk to `run_manager`) when upstream would stream it.
+
+        Upstream's own streaming keeps every chunk until the reply ends (about 2 kB a
+        token: 60 MB for a 100,000-character reply); this merges them as they come.
+        """
+        streams = run_manager is not None and super()._should_stream(
+            async_api=True, run_manager=run_manager, **kwargs
+        )
+        if run_manager is None or not streams or self.output_version == "v1":
+            return await super()._agenerate(messages, stop, run_manager, **kwargs)
+        run_id = f"{LC_ID_PREFIX}-{run_manager.run_id}"
+        reply: ChatGenerationChunk | None = None
+        held: list[ChatGenerationChunk] = []
+        chunk: ChatGenerationChunk | None = None
+        # What upstream's `_agenerate_with_cache` does with each chunk, then the last one.
+        async for chunk in self._astream(messages, stop=stop, **kwargs):
+            info = chunk.generation_info or {}
+            chunk.message.response_metadata = {**info, **chunk.message.response_metadata}
+            if chunk.message.id is None:
+                chunk.message.id = run_id
+            await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            held.append(chunk)
+            if len(held) >= MERGE_EVERY:
+                first, *rest = held if reply is None else [reply, *held]
+                reply, held = first + rest, []
+        if (
+            chunk is not None
+            and isinstance(chunk.message, AIMessageChunk)
+            and not chunk.message.chunk_position
+        ):
+            empty: str | list[Any] = "" if isinstance(chunk.message.content, str) else []
+            last = AIMessageChunk(content=empty, chunk_position="last", id=run_id)
+            await run_manager.on_llm_new_token("", chunk=ChatGenerationChunk(message=last))
+            held.append(ChatGenerationChunk(message=last))
+        return generate_from_stream(iter(held if reply is None else [reply, *held]))
 
     async def _astream(
         self,

@@ -35,6 +35,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGenerationChunk
+from langchain_core.tracers._streaming import _StreamingCallbackHandler
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.constants import TASKS
@@ -285,6 +286,55 @@ def test_the_request_payload_hook_reads_its_input_through_convert_input() -> Non
     assert payload["messages"] == [{"role": "user", "content": "你好"}], mend(
         HOOKS, f"_get_request_payload's messages are {payload.get('messages')!r}"
     )
+
+
+class _Tokens(_StreamingCallbackHandler, BaseCallbackHandler):
+    """A streaming handler, as LangGraph's "messages" stream mode attaches one."""
+
+    def __init__(self) -> None:
+        self.tokens: list[str] = []
+
+    def on_llm_new_token(self, token: Any, **kwargs: Any) -> None:
+        self.tokens.append(token)
+
+    def tap_output_aiter(self, run_id: Any, output: Any) -> Any:
+        return output
+
+    def tap_output_iter(self, run_id: Any, output: Any) -> Any:
+        return output
+
+
+async def test_an_ainvoke_with_a_streaming_handler_asks_should_stream_with_its_run_manager(
+    llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # OpenAICompatibleChat streams an ainvoke in its _agenerate (merging chunks as they
+    # come) because _agenerate_with_cache asks _should_stream with the run manager first.
+    asked: list[bool] = []
+    original = OpenAICompatibleChat._agenerate
+
+    async def spy(
+        self: OpenAICompatibleChat,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        asked.append(run_manager is not None)
+        return await original(self, messages, stop, run_manager, **kwargs)
+
+    monkeypatch.setattr(OpenAICompatibleChat, "_agenerate", spy)
+    model = make_model(GraphSettings())
+    handler = _Tokens()
+    llm.script(text("一二三四五六七八九十", chunk_size=1))
+
+    reply = await model.ainvoke([HumanMessage("数到十")], {"callbacks": [handler]})
+
+    assert asked == [True], mend(HOOKS, "_agenerate_with_cache streams without _agenerate")
+    assert reply.content == "一二三四五六七八九十"
+    assert "".join(handler.tokens) == "一二三四五六七八九十", mend(
+        HOOKS, f"the handler saw {handler.tokens} (on_llm_new_token per chunk)"
+    )
+    assert len([t for t in handler.tokens if t]) == 10
 
 
 # --- the OpenAI SDK's HTTP client: app/core/observability/telemetry.py ---------------

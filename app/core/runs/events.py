@@ -341,7 +341,7 @@ class EventTransformer:
             self._out.append(
                 ReasoningMessageStartEvent(message_id=turn.reasoning_id, role="reasoning")
             )
-        turn.reasoning.append(delta)
+        _keep(turn.reasoning, delta)
         self._out.append(ReasoningMessageContentEvent(message_id=turn.reasoning_id, delta=delta))
 
     def _end_reasoning(self, turn: _Turn) -> None:
@@ -358,7 +358,7 @@ class EventTransformer:
             turn.segments += 1
             turn.text_id = turn.id if turn.segments == 1 else f"{turn.id}:{turn.segments}"
             self._out.append(TextMessageStartEvent(message_id=turn.text_id, role="assistant"))
-        turn.text.append(delta)
+        _keep(turn.text, delta)
         self._out.append(TextMessageContentEvent(message_id=turn.text_id, delta=delta))
 
     def _end_text(self, turn: _Turn) -> None:
@@ -481,6 +481,18 @@ class EventTransformer:
             self._out.append(CustomEvent(name=data["name"], value=data.get("value")))
         else:
             self._out.append(CustomEvent(name="custom", value=data))
+
+
+# Pieces of a streamed text held apart before they are joined: a str costs ~50 bytes
+# beside its characters, 30,000 tokens' worth would be megabytes.
+KEEP_PIECES = 256
+
+
+def _keep(pieces: list[str], delta: str) -> None:
+    """Add `delta` to the text `pieces` make, joined every `KEEP_PIECES`."""
+    pieces.append(delta)
+    if len(pieces) >= KEEP_PIECES:
+        pieces[:] = ["".join(pieces)]
 
 
 def _missing_args(streamed: str, args: Mapping[str, Any]) -> str:

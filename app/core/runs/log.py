@@ -9,6 +9,12 @@ Every event has its secrets masked before it is numbered: what the log holds is 
 any client (SSE, the terminal, a rejoin) may see. Streamed pieces (text, reasoning, a
 tool call's arguments) are masked as the whole text they make (`StreamMasker`): the
 last few characters of each stream wait for the next piece or the stream's end.
+
+Memory per run is bounded, not per event: consecutive pieces of one stream that the
+writer has not taken yet are one event (one number, one row), so a reply costs a few
+events per write, not one per token; and only the last `TAIL` written events stay in
+memory for live readers, a reader further behind reads them from the store. No reader
+sees an event before it is durable, so merging what none has seen keeps every id.
 """
 
 from __future__ import annotations
@@ -45,6 +51,9 @@ BURST_TURNS = 3
 # run's lifecycle and tool events otherwise cost a transaction per phase of the run.
 COALESCE_S = 0.004
 BATCH_WAIT_S = 0.025
+# Written events a live log keeps for its readers (who mostly follow within a batch);
+# a reader further behind costs one store read.
+TAIL = 256
 STREAMED = frozenset({EventType.TEXT_MESSAGE_CONTENT, EventType.REASONING_MESSAGE_CONTENT})
 TERMINAL = frozenset({EventType.RUN_FINISHED, EventType.RUN_ERROR})
 _TERMINAL_JSON = ('{"type":"RUN_FINISHED"', '{"type":"RUN_ERROR"')
@@ -67,7 +76,10 @@ def decode(data: str) -> BaseEvent:
 
 @dataclass(slots=True)
 class Entry:
-    """One logged event: its number, its JSON and (when made here) the event itself."""
+    """One logged event: its number, its JSON and (when made here) the event itself.
+
+    Made here, a piece's `data` is "" until its log seals it (`LiveLog.seal`).
+    """
 
     seq: int
     data: str
@@ -109,18 +121,28 @@ class LiveLog:
         self.thread_id = thread_id
         self.run_id = run_id
         self.base = base
-        self.entries: list[Entry] = []
+        self.entries: list[Entry] = []  # the tail held in memory: seq `_first` onwards
+        self._first = base + 1
+        self._last = base
         self.durable = base
+        # Every event up to `_stored` is in the store; after a lost write nothing more
+        # leaves memory (a reader could find it nowhere else).
+        self._stored = base
+        self._lost = False
         self.closed = False  # no event will follow (the run ended, or was left to resume)
         self._writer = writer
         self._changed = asyncio.Event()
         # The open streams' maskers, by (piece type, stream id), and a piece of each to
         # copy for what they still hold.
         self._streams: dict[Stream, tuple[StreamMasker, Piece]] = {}
+        # The last entry while further pieces of its stream may join it, and theirs.
+        self._open: Entry | None = None
+        self._open_stream: Stream | None = None
+        self._parts: list[str] = []
 
     @property
     def last(self) -> int:
-        return self.base + len(self.entries)
+        return self._last
 
     def emit(self, event: BaseEvent) -> None:
         """Number `event` (its secrets masked) and queue it for writing (a piece may wait
@@ -154,19 +176,47 @@ class LiveLog:
         return [piece.model_copy(update={"delta": rest})] if rest else []
 
     def _append(self, event: BaseEvent) -> None:
-        data = encode(event)
-        if self._redact.found(data):  # rare: an upstream echoed a secret
-            clean = self._redact.value(event.model_dump(mode="json", by_alias=True))
-            event = decode(json.dumps(clean, ensure_ascii=False))
-            data = encode(event)
-        entry = Entry(self.last + 1, data, event)
+        piece = event if isinstance(event, Piece) else None
+        stream = _stream(piece) if piece is not None else None
+        if piece is not None and self._open is not None and stream == self._open_stream:
+            self._parts.append(piece.delta)
+            return
+        self.seal()
+        self._last += 1
+        entry = Entry(self._last, "", event)
+        if piece is None:
+            _fill(entry, event, self._redact)
+        else:
+            self._open, self._open_stream, self._parts = entry, stream, [piece.delta]
         self.entries.append(entry)
         self._writer.add(self, entry)
 
-    def wrote(self, seq: int) -> None:
+    def seal(self) -> None:
+        """Close the open piece to further pieces and give it its JSON (the writer is
+        taking it, or another event follows it)."""
+        entry = self._open
+        if entry is None:
+            return
+        event = entry.event
+        assert event is not None
+        if len(self._parts) > 1:
+            event = event.model_copy(update={"delta": "".join(self._parts)})
+        self._open, self._open_stream, self._parts = None, None, []
+        _fill(entry, event, self._redact)
+
+    def wrote(self, seq: int, *, stored: bool = True) -> None:
+        """The writer is done with the events up to `seq` (`stored`: they are in the store)."""
+        if not stored:
+            self._lost = True
+        elif not self._lost:
+            self._stored = max(self._stored, seq)
         if seq > self.durable:
             self.durable = seq
             self._wake()
+        drop = min(self._stored, self.durable) - self._first + 1 - TAIL
+        if drop > 0:
+            del self.entries[:drop]
+            self._first += drop
 
     def close(self) -> None:
         self.closed = True
@@ -191,18 +241,17 @@ class LiveLog:
     ) -> AsyncGenerator[list[Entry], None]:
         """`follow`, as the batches in which events became durable (a stream sends each
         batch at once: one write to the socket instead of one per event)."""
-        if after < self.base:
-            stored = [
-                Entry(seq, data)
-                for seq, data in await store.events(self.thread_id, self.run_id, after)
-                if seq <= self.base
-            ]
-            if stored:
-                yield stored
-            after = self.base
         while True:
-            start = after - self.base
-            stop = self.durable - self.base
+            if after + 1 < self._first:  # stored before this process, or left memory since
+                rows = await store.events(self.thread_id, self.run_id, after)
+                first = self._first
+                stored = [Entry(seq, data) for seq, data in rows if seq < first]
+                after = max(after, first - 1)
+                if stored:
+                    yield stored
+                continue
+            start = after + 1 - self._first
+            stop = self.durable + 1 - self._first
             batch = self.entries[start:stop]
             if batch and is_terminal(batch[-1]) and not self.closed:
                 batch.pop()  # shown once the run has let its thread go: a reply may follow
@@ -215,6 +264,16 @@ class LiveLog:
                 return
             if not batch:
                 await self._wait()
+
+
+def _fill(entry: Entry, event: BaseEvent, redact: Redactor) -> None:
+    """Give `entry` the event and its JSON, with any secret an upstream echoed masked."""
+    data = encode(event)
+    if redact.found(data):  # rare: the masking upstream of the log missed it
+        clean = redact.value(event.model_dump(mode="json", by_alias=True))
+        event = decode(json.dumps(clean, ensure_ascii=False))
+        data = encode(event)
+    entry.event, entry.data = event, data
 
 
 def is_terminal(entry: Entry) -> bool:
@@ -287,18 +346,22 @@ class LogWriter:
             self._streamed = False
             batch, self._pending = self._pending, []
             ends, self._ends = self._ends, []
+            newest: dict[LiveLog, int] = {}
+            for log, entry in batch:
+                newest[log] = entry.seq
+            for log in newest:  # pieces that come during the write make new events
+                log.seal()
+            stored = True
             try:
                 await self._store.write(
                     ((log.thread_id, log.run_id, entry.seq, entry.data) for log, entry in batch),
                     [run_end for run_end, _ in ends],
                 )
             except Exception:  # a lost batch must not stop the runs: they are checkpointed
+                stored = False
                 logger.exception("could not write %d run events", len(batch))
-            newest: dict[LiveLog, int] = {}
-            for log, entry in batch:
-                newest[log] = entry.seq
             for log, seq in newest.items():  # one wake-up per run and batch, not per event
-                log.wrote(seq)
+                log.wrote(seq, stored=stored)
             for _, written in ends:
                 if not written.done():
                     written.set_result(None)
