@@ -112,6 +112,7 @@ async def _open_postgres(db: PostgresDb, pool_size: int, prepare: bool) -> Async
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
     from app.core.storage.postgres.connection import Pool, open_pool
+    from app.core.storage.postgres.listen import connector
     from app.core.storage.postgres.runs import PostgresRunStore
     from app.core.storage.postgres.saver import PooledPostgresSaver
 
@@ -134,7 +135,7 @@ async def _open_postgres(db: PostgresDb, pool_size: int, prepare: bool) -> Async
     async with open_pool(db, size=pool_size, prepare=prepare, current=current, setup=setup) as pool:
         saver = PooledPostgresSaver(pool, size=pool_size)
         try:
-            yield Storage(saver, PostgresRunStore(pool))
+            yield Storage(saver, PostgresRunStore(pool, listen=connector(db)))
         finally:
             await saver.settled()  # writes still waiting for a checkpoint, before the pool goes
 
