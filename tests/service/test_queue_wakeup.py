@@ -11,7 +11,7 @@ its run is taken over (its lease expired).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -67,20 +67,29 @@ def _env(
 
 
 @pytest.fixture(scope="module")
+def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("wakeup")
+
+
+@pytest.fixture(scope="module")
 def pair(
-    _llm_server: ScriptedLLM,
-    _meteo_server: FakeOpenMeteo,
-    tmp_path_factory: pytest.TempPathFactory,
-    backend: Backend,
+    _llm_server: ScriptedLLM, _meteo_server: FakeOpenMeteo, shared_dir: Path, backend: Backend
 ) -> Iterator[list[ServerProcess]]:
-    """Two servers on one database (the module's backend)."""
-    env = _env(_llm_server, _meteo_server, tmp_path_factory.mktemp("wakeup"), backend)
+    """Two servers on one database (the module's backend), each past its first run (which
+    does once-only work: the time measured is the hand-over's)."""
+    env = _env(_llm_server, _meteo_server, shared_dir, backend)
     with ExitStack() as stack:
         servers = []
         for _ in range(2):
             server = ServerProcess(env)
             stack.callback(server.stop)
             servers.append(server)
+            _llm_server.script(text("在。"))
+            api = Api(server)
+            warm = api.run("weather", run_body(_thread(), ("u0", "在吗")))
+            api.close()
+            assert warm.last["type"] == "RUN_FINISHED", warm.events
+        _llm_server.reset()
         yield servers
 
 
@@ -101,6 +110,17 @@ def status_of(api: Api, thread_id: str, run_id: str) -> str | None:
     return None if response.status_code == 404 else str(response.json()["status"])
 
 
+def recorded(backend: Backend, data_dir: Path) -> Callable[[str], str | None]:
+    """A run's status as the database has it: the order runs queue in is the database's
+    (the process holding a run may show it queued before the database has admitted it)."""
+
+    def status(run_id: str) -> str | None:
+        rows = backend.query(data_dir, f"SELECT status FROM agent_runs WHERE run_id='{run_id}'")
+        return str(rows[0][0]) if rows else None
+
+    return status
+
+
 Arrivals = list[tuple[str, float]]
 
 
@@ -113,8 +133,15 @@ class Started:
     arrivals: Arrivals
 
 
-def start(api: Api, pool: ThreadPoolExecutor, thread_id: str, n: int, status: str) -> Started:
-    """Run `n` on the thread in the background (enqueued), once it is `status`."""
+def start(
+    api: Api,
+    pool: ThreadPoolExecutor,
+    thread_id: str,
+    n: int,
+    status: str,
+    stored: Callable[[str], str | None],
+) -> Started:
+    """Run `n` on the thread in the background (enqueued), once `stored` says `status`."""
     body = run_body(thread_id, (f"u{n}", f"问题{n}"), multitaskStrategy="enqueue")
     arrivals: Arrivals = []
 
@@ -123,7 +150,7 @@ def start(api: Api, pool: ThreadPoolExecutor, thread_id: str, n: int, status: st
         return False  # read on to the end
 
     future = pool.submit(api.run, "weather", body, until=note)
-    wait_until(f"run {n} {status}", lambda: status_of(api, thread_id, body["runId"]) == status)
+    wait_until(f"run {n} {status}", lambda: stored(body["runId"]) == status)
     return Started(body["runId"], future, arrivals)
 
 
@@ -158,11 +185,13 @@ def test_thirty_runs_waiting_on_one_thread_cost_postgres_a_few_transactions_a_se
         stack.callback(server.stop)
         api = Api(server)
         stack.callback(api.close)
-        thread_id = _thread()
+        thread_id, stored = _thread(), recorded(backend, tmp_path)
         llm.script(held(text("先答这个。"), seconds=DEADLINE_S))
         llm.fallback = lambda body: text("好。")
-        runs = [start(api, background, thread_id, 0, "running")]
-        runs += [start(api, background, thread_id, n, "queued") for n in range(1, WAITING + 1)]
+        runs = [start(api, background, thread_id, 0, "running", stored)]
+        runs += [
+            start(api, background, thread_id, n, "queued", stored) for n in range(1, WAITING + 1)
+        ]
         llm.wait_for_requests(1)
         time.sleep(STATS_FLUSH_S)  # the admissions' counts in, before the window opens
 
@@ -178,16 +207,20 @@ def test_thirty_runs_waiting_on_one_thread_cost_postgres_a_few_transactions_a_se
 
 
 def test_a_queued_run_starts_promptly_after_the_run_ahead_ends_in_its_process_or_another(
-    apis: list[Api], llm: ScriptedLLM, backend: Backend, background: ThreadPoolExecutor
+    apis: list[Api],
+    llm: ScriptedLLM,
+    backend: Backend,
+    shared_dir: Path,
+    background: ThreadPoolExecutor,
 ) -> None:
     a, b = apis
-    thread_id = _thread()
+    thread_id, stored = _thread(), recorded(backend, shared_dir)
     llm.script(held(text("头。")), text("一。"), text("二。"), text("三。"), text("四。"))
-    head = start(a, background, thread_id, 0, "running")
-    first = start(a, background, thread_id, 1, "queued")
-    second = start(a, background, thread_id, 2, "queued")
-    elsewhere = start(b, background, thread_id, 3, "queued")
-    back = start(a, background, thread_id, 4, "queued")
+    head = start(a, background, thread_id, 0, "running", stored)
+    first = start(a, background, thread_id, 1, "queued", stored)
+    second = start(a, background, thread_id, 2, "queued", stored)
+    elsewhere = start(b, background, thread_id, 3, "queued", stored)
+    back = start(a, background, thread_id, 4, "queued", stored)
     runs = [head, first, second, elsewhere, back]
     llm.wait_for_requests(1)
 
@@ -221,13 +254,13 @@ def test_queued_runs_still_start_after_the_process_of_the_run_ahead_is_killed(
         a, b, c = apis = [Api(server) for server in servers]
         for api in apis:
             stack.callback(api.close)
-        thread_id = _thread()
+        thread_id, stored = _thread(), recorded(backend, tmp_path)
         llm.script(hang(DEADLINE_S, partial="我先"))
-        head = start(a, background, thread_id, 0, "running")
+        head = start(a, background, thread_id, 0, "running", stored)
         llm.wait_for_requests(1)
         # Whichever replica takes the head over, one queued run waits in the other.
-        queued = [start(b, background, thread_id, 1, "queued")]
-        queued += [start(c, background, thread_id, 2, "queued")]
+        queued = [start(b, background, thread_id, 1, "queued", stored)]
+        queued += [start(c, background, thread_id, 2, "queued", stored)]
 
         servers[0].kill()
         killed_at = time.monotonic()
