@@ -460,7 +460,7 @@ async def test_claim_head_gives_the_thread_to_whichever_of_the_runs_is_its_head(
         await admit(store, stored("t1", run_id, owner="host:2"))
 
     while_running = await store.claim_head("t1", ["r3", "r2"], "host:2", 30)
-    await store.write([], [RunEnd("t1", "r1", "success", T0 + 1, None, "host:1")])
+    await store.write([], [RunEnd("t1", "r1", "success", T0 + 1, None, "host:2")])
     not_among_them = await store.claim_head("t1", ["r3", "r4"], "host:2", 30)
     head = await store.claim_head("t1", ["r4", "r3", "r2"], "host:2", 30)
     behind_it = await store.claim_head("t1", ["r4", "r3"], "host:2", 30)
