@@ -22,6 +22,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
+from app.core.storage.sqlite.runs import RECHECK_S as SQLITE_RECHECK_S
 from tests.doubles.llm import ScriptedLLM, hang, held, text
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.service.conftest import Api, Backend, Stream, run_body, server_env, wait_until
@@ -44,7 +45,6 @@ LEASE_S = 4.0
 # A killed head is taken over within a lease and a heartbeat, and then runs to its end.
 TAKEOVER_S = LEASE_S + LEASE_S / 3 + 10.0
 DEADLINE_S = 120.0
-SQLITE_RECHECK_S = 1.0
 
 
 @pytest.fixture
