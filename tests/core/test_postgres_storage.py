@@ -1,12 +1,14 @@
 """PostgreSQL storage as replicas meet it: several starting on a new database at once, the
 set-up lock (taken only for a database not yet set up), the pool's size, prepared
-statements off (for pgbouncer in transaction mode), and a task's writes committed with
-the checkpoint that follows them."""
+statements off (for pgbouncer in transaction mode), a task's writes committed with
+the checkpoint that follows them, and a run's end heard by every replica (NOTIFY), its
+listening connection restored when lost."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 import psycopg
 import pytest
@@ -18,11 +20,14 @@ from psycopg import sql
 
 from app.core.storage.backends import open_storage
 from app.core.storage.postgres.connection import APPLICATION_NAME, SETUP_LOCK
+from app.core.storage.postgres.listen import CHANNEL
+from app.core.storage.runs import RunEnd, RunRecord, StoredRun
 from app.settings import Settings
 
 REPLICAS = 4
 SETUP_DEADLINE_S = 60.0
 POLL_S = 0.02
+HEAR_DEADLINE_S = 10.0  # the listener reconnects after half a second
 WAITING = "waiting for another process to finish setting up the database"
 TABLES = (
     "checkpoints",
@@ -184,3 +189,71 @@ async def test_a_task_s_writes_commit_in_the_transaction_of_the_checkpoint_put_n
     assert at_second is not None and at_second.pending_writes == [("task-2", "messages", [answer])]
     assert len(with_step) == 1 and task_1 == with_step
     assert len(task_2) == 1 and task_2 != with_step
+
+
+class Ears:
+    """What a store's `hear_ends` told, in order."""
+
+    def __init__(self) -> None:
+        self.heard: list[tuple[str | None, str | None]] = []
+        self._news = asyncio.Event()
+
+    def __call__(self, thread_id: str | None, owner: str | None) -> None:
+        self.heard.append((thread_id, owner))
+        self._news.set()
+
+    async def until(self, check: Callable[[list[tuple[str | None, str | None]]], bool]) -> None:
+        async with asyncio.timeout(HEAR_DEADLINE_S):
+            while not check(self.heard):
+                self._news.clear()
+                await self._news.wait()
+
+
+def _run(thread_id: str, run_id: str, owner: str) -> StoredRun:
+    record = RunRecord(
+        run_id=run_id, thread_id=thread_id, graph="weather", status="running", created_at=0.0
+    )
+    request = {"messages": [], "resume": [], "streamTokens": True}
+    return StoredRun(record=record, owner=owner, request=request, checkpoint_before=None)
+
+
+async def test_a_run_end_recorded_by_one_replica_is_heard_by_the_others(
+    postgres_url: str,
+) -> None:
+    settings = Settings(agent_db=postgres_url)
+    ears = Ears()
+    async with (
+        open_storage(settings) as writer,
+        open_storage(settings) as listener,
+        listener.runs.hear_ends(ears),
+    ):
+        await writer.runs.create(_run("t1", "r1", "host:1"))
+        await writer.runs.create(_run("t2", "r2", "host:1"))
+        await writer.runs.write([], [RunEnd("t1", "r1", "success", 1.0, None, "host:1")])
+        await writer.runs.write([], [RunEnd("t1", "r1", "success", 1.0, None, "host:9")])
+        await writer.runs.write([], [RunEnd("t2", "r2", "error", 2.0, None, "host:1")])
+        await ears.until(lambda heard: len(heard) >= 2)
+
+    # The end refused to a process that lost its run (host:9) is not announced.
+    assert ears.heard == [("t1", "host:1"), ("t2", "host:1")]
+
+
+async def test_a_lost_listening_connection_comes_back_and_says_ends_may_have_been_missed(
+    postgres_url: str,
+) -> None:
+    settings = Settings(agent_db=postgres_url)
+    ears = Ears()
+    async with open_storage(settings) as storage, storage.runs.hear_ends(ears):
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            ended = conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND query = %s",
+                (f"LISTEN {CHANNEL}",),
+            ).fetchall()
+        assert ended == [(True,)]
+        await ears.until(lambda heard: (None, None) in heard)
+        await storage.runs.create(_run("t1", "r1", "host:1"))
+        await storage.runs.write([], [RunEnd("t1", "r1", "success", 1.0, None, "host:1")])
+        await ears.until(lambda heard: ("t1", "host:1") in heard)
+
+    assert ears.heard == [(None, None), ("t1", "host:1")]

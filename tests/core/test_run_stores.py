@@ -453,6 +453,24 @@ async def test_a_queued_run_gets_its_turn_once_it_is_the_oldest_and_nothing_runs
     assert run is not None and (run.record.status, run.owner) == ("running", "host:2")
 
 
+async def test_claim_head_gives_the_thread_to_whichever_of_the_runs_is_its_head(
+    store: RunStore,
+) -> None:
+    for run_id in ("r1", "r2", "r3", "r4"):
+        await admit(store, stored("t1", run_id, owner="host:2"))
+
+    while_running = await store.claim_head("t1", ["r3", "r2"], "host:2", 30)
+    await store.write([], [RunEnd("t1", "r1", "success", T0 + 1, None, "host:2")])
+    not_among_them = await store.claim_head("t1", ["r3", "r4"], "host:2", 30)
+    head = await store.claim_head("t1", ["r4", "r3", "r2"], "host:2", 30)
+    behind_it = await store.claim_head("t1", ["r4", "r3"], "host:2", 30)
+
+    assert (while_running, not_among_them, head, behind_it) == (None, None, "r2", None)
+    run = await store.get("t1", "r2")
+    assert run is not None and (run.record.status, run.owner) == ("running", "host:2")
+    assert await store.renew("host:2", 30) == ["t1"]
+
+
 async def test_a_run_created_before_another_of_its_thread_ended_is_admitted_stale(
     store: RunStore,
 ) -> None:

@@ -10,7 +10,8 @@ log, from the start or from any event.
 One run per thread at a time, across every process on the database: the database
 admits a run (`RunStore.admit`) and leases the thread to the running one; a new run
 while another is active follows its multitask strategy (reject, enqueue, interrupt,
-rollback), and a queued run takes its turn (`claim_turn`) when the thread is free.
+rollback), and a queued run takes its turn when the thread is free, woken by the end of
+the run ahead of it (`app.core.runs.turns`).
 `app.core.runs.recovery` keeps this process in step with the others: it renews the
 leases, finds the runs of dead processes (which `take_over` resumes) and passes on the
 cancels sent through another process. A run held here is an `app.core.runs.run.Run`.
@@ -76,6 +77,7 @@ from app.core.runs.threads import (
     read_thread,
     run_config,
 )
+from app.core.runs.turns import Turns
 from app.core.storage.backends import end_cut_write, open_storage
 from app.core.storage.first_read import reuse
 from app.core.storage.runs import (
@@ -131,7 +133,9 @@ MOVED_ON = "运行无法恢复：此后会话中已有其他运行，继续它�
 LEAVING_WAIT_S = 5.0
 PURGE_EVERY_S = 60.0
 READY_TIMEOUT_S = 1.0  # how long /readyz waits for the database
-POLL_S = 0.1  # another process's log, or a thread's turn it frees: nothing to wait on here
+# Another process's log: its events are not announced (a NOTIFY per log write would
+# serialize every commit that carries one, on the busiest path), so a reader polls.
+POLL_S = 0.1
 
 _answers: TypeAdapter[list[ResumeEntry]] = TypeAdapter(list[ResumeEntry])
 
@@ -164,7 +168,7 @@ class AgentService:
         self._purged_at = 0.0
         # The active (queued or running) runs of each thread this process holds, in order.
         self._threads: dict[str, list[Run]] = {}
-        self._freed = asyncio.Event()  # set (and replaced) whenever a run here ends
+        self._turns = Turns(store, self.owner, self.lease_s)
         self.recovery = Recovery(self)
         # Raises unless the database has its tables, restoring them where it can
         # (`app.core.storage.backends.Storage.schema`).
@@ -399,10 +403,7 @@ class AgentService:
         started earlier could wait for a run that waits for this one.
         """
         if run.leased_at is None:
-            while not await self.store.claim_turn(
-                run.thread_id, run.run_id, self.owner, self.lease_s
-            ):
-                await self._wait_freed()  # a run here or in another process holds the thread
+            await self._turns.take(run.thread_id, run.run_id)
             run.leased_at = time.monotonic()
         fork: str | None = None
         source = run.rollback_from
@@ -477,14 +478,12 @@ class AgentService:
             if not queue:
                 del self._threads[run.thread_id]
         run.enter("left")
-        self._freed.set()
-        self._freed = asyncio.Event()
+        self._turns.wake(run.thread_id)  # its end is recorded (or it never began)
 
-    async def _wait_freed(self) -> None:
-        """Until a run here ends, or POLL_S (a run elsewhere may have)."""
-        with suppress(TimeoutError):
-            async with asyncio.timeout(POLL_S):
-                await self._freed.wait()
+    def heard_end(self, thread_id: str | None, owner: str | None) -> None:
+        """The store heard a run end (`RunStore.hear_ends`): the thread's turn may be free."""
+        if owner != self.owner or thread_id is None:  # this process's own woke it already
+            self._turns.wake(thread_id)
 
     # --- reading and cancelling ----------------------------------------------------------
 
@@ -809,15 +808,16 @@ async def open_service(
         service.writer.start()
         await store.renew(service.owner, service.lease_s)  # alive before any run is admitted
         await store.expire(time.time() - settings.agent_run_events_ttl_s)
-        service.recovery.start(adopt=recover)
-        if recover:
-            resumed = await service.recovery.recover()
-            if resumed:
-                logger.info("resuming %d run(s) left by a stopped process", resumed)
-        try:
-            yield service
-        finally:
-            await service.close(cancel_runs=cancel_on_close)
+        async with store.hear_ends(service.heard_end):
+            service.recovery.start(adopt=recover)
+            if recover:
+                resumed = await service.recovery.recover()
+                if resumed:
+                    logger.info("resuming %d run(s) left by a stopped process", resumed)
+            try:
+                yield service
+            finally:
+                await service.close(cancel_runs=cancel_on_close)
 
 
 def queue_full(message: str) -> TooMany:

@@ -161,6 +161,7 @@ async def _open_postgres(
     from psycopg.rows import tuple_row
 
     from app.core.storage.postgres.connection import Pool, open_pool, restore_schema
+    from app.core.storage.postgres.listen import connector
     from app.core.storage.postgres.runs import TABLES, PostgresRunStore
     from app.core.storage.postgres.saver import PooledPostgresSaver
 
@@ -207,7 +208,7 @@ async def _open_postgres(
                     logger.warning(SCHEMA_RESTORED)
 
         try:
-            yield Storage(saver, PostgresRunStore(pool), schema)
+            yield Storage(saver, PostgresRunStore(pool, listen=connector(db)), schema)
         finally:
             await saver.settled()  # writes still waiting for a checkpoint, before the pool goes
 

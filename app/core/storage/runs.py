@@ -16,7 +16,8 @@ known alive: its queued runs are its until then).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, Protocol
@@ -170,6 +171,11 @@ class Admission:
     stale: bool = False
 
 
+# Told that a run of thread `thread_id` ended under `owner`, or (None, None) that some
+# ends may have gone unheard (see `RunStore.hear_ends`).
+HeardEnd = Callable[[str | None, str | None], None]
+
+
 class StoredRun(BaseModel):
     """A record plus what the service needs to resume it: owner, request, start checkpoint,
     the run it rolls back (`rollback` multitask strategy) and whether it was asked to stop."""
@@ -211,6 +217,11 @@ class RunStore(Protocol):
     event log is on the hot path: a trip per statement would cost more than the
     statements.
     """
+
+    @property
+    def recheck_s(self) -> float:
+        """How often a run waiting for its thread re-checks when no end was heard: what
+        `hear_ends` cannot tell (SQLite: another process's end) waits this long at most."""
 
     async def probe(self, timeout_s: float) -> None:
         """Raise unless the database answers, and could take a write, within `timeout_s`.
@@ -287,6 +298,18 @@ class RunStore(Protocol):
     async def claim_turn(self, thread_id: str, run_id: str, owner: str, ttl_s: float) -> bool:
         """Make the queued run `running` under `owner`, the thread leased to it: True when
         it is the thread's oldest active run and none is running, else False."""
+
+    async def claim_head(
+        self, thread_id: str, run_ids: Sequence[str], owner: str, ttl_s: float
+    ) -> str | None:
+        """`claim_turn` for whichever of `run_ids` is the thread's oldest active run: its
+        id when it was queued and none was running (now it runs under `owner`), else None."""
+
+    def hear_ends(self, heard: HeardEnd) -> AbstractAsyncContextManager[None]:
+        """Until the block ends, call `heard(thread_id, owner)` soon after a run's end is
+        recorded, in any process, and `heard(None, None)` when ends may have gone unheard
+        (a lost connection, back). Best effort, so a waiter still re-checks every
+        `recheck_s`. PostgreSQL: LISTEN/NOTIFY; SQLite: nothing is heard."""
 
     async def adopt(self, stored: StoredRun, owner: str, ttl_s: float, *, force: bool) -> bool:
         """Take over an active run whose process is gone: a running one whose lease has

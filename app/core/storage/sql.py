@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -24,6 +25,7 @@ from app.core.storage.runs import (
     ACTIVE,
     ENDED_WHILE_CHECKED_S,
     Admission,
+    HeardEnd,
     MultitaskStrategy,
     RunEnd,
     RunError,
@@ -149,6 +151,7 @@ class SqlRunStore(ABC):
 
     GREATEST: ClassVar[str]
     NOW: ClassVar[str]
+    recheck_s: ClassVar[float]
 
     @abstractmethod
     async def _transaction(self, steps: Sequence[Step], *, fetch: bool = False) -> Any:
@@ -447,15 +450,21 @@ class SqlRunStore(ABC):
         return decided[-1]  # the decision on the real rows
 
     async def claim_turn(self, thread_id: str, run_id: str, owner: str, ttl_s: float) -> bool:
-        granted: list[bool] = []
+        return await self.claim_head(thread_id, (run_id,), owner, ttl_s) == run_id
+
+    async def claim_head(
+        self, thread_id: str, run_ids: Sequence[str], owner: str, ttl_s: float
+    ) -> str | None:
+        granted: list[str | None] = []
 
         def decide(rows: list[list[Sequence[Any]]]) -> Sequence[Step]:
             (active,) = rows
             head = active[0] if active else None
-            if head is None or head[0] != run_id or head[1] != "queued":
-                granted.append(False)
+            if head is None or head[0] not in run_ids or head[1] != "queued":
+                granted.append(None)
                 return ()
-            granted.append(True)
+            run_id = str(head[0])
+            granted.append(run_id)
             return (
                 (
                     "UPDATE agent_runs SET status='running', owner=?"
@@ -477,6 +486,10 @@ class SqlRunStore(ABC):
             decide,
         )
         return granted[0]
+
+    @asynccontextmanager
+    async def hear_ends(self, heard: HeardEnd) -> AsyncIterator[None]:
+        yield  # a backend with a way to hear other processes' ends overrides this
 
     async def adopt(self, stored: StoredRun, owner: str, ttl_s: float, *, force: bool) -> bool:
         thread_id, run_id = stored.record.thread_id, stored.record.run_id

@@ -7,7 +7,9 @@ two (`_decide`: the lock and the reads, then the writes and the commit, each a p
 of prepared statements), and an admission to a free thread one (its guess: the writes
 sent with the reads, made only if the thread is free). The queries
 are `app.core.storage.sql`'s, `?` placeholders turned into psycopg's `%s`. Times stay
-epoch seconds (`double precision`), so records read the same as on SQLite. `setup()` is
+epoch seconds (`double precision`), so records read the same as on SQLite. A run's end
+is announced by a NOTIFY in the transaction that records it, heard by every process
+(`hear_ends`, `app.core.storage.postgres.listen`). `setup()` is
 idempotent and runs under the set-up lock (`app.core.storage.postgres.connection.open_pool`).
 """
 
@@ -15,7 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
 from functools import lru_cache
 from typing import Any, ClassVar
 
@@ -24,7 +27,8 @@ from psycopg.rows import tuple_row
 
 from app.core.errors import StorageUnavailable
 from app.core.storage.postgres.connection import Pool
-from app.core.storage.runs import RunEnd, storable, threads_from_runs
+from app.core.storage.postgres.listen import NOTIFY_END, Connect, listening
+from app.core.storage.runs import HeardEnd, RunEnd, storable, threads_from_runs
 from app.core.storage.sql import (
     INSERT_THREAD,
     RUNS_FOR_THREADS,
@@ -125,15 +129,22 @@ WRITE_ENDS = (
     " e->>6 AS owner FROM json_array_elements(%s::json) AS e),"
     " runs AS (UPDATE agent_runs r SET status=e.status, finished_at=e.finished_at,"
     " error_code=e.error_code, error_message=e.error_message FROM ended e"
-    " WHERE r.thread_id=e.thread_id AND r.run_id=e.run_id AND r.owner=COALESCE(e.owner, r.owner)),"
+    " WHERE r.thread_id=e.thread_id AND r.run_id=e.run_id AND r.owner=COALESCE(e.owner, r.owner)"
+    " RETURNING r.thread_id, r.owner),"
     " leases AS (DELETE FROM agent_thread_leases l USING ended e WHERE l.thread_id=e.thread_id"
     " AND l.run_id=e.run_id AND l.owner=COALESCE(e.owner, l.owner)),"
     # one row per thread: an UPDATE ... FROM would take any one of several ends
     " threads AS (UPDATE agent_threads t SET updated_at=GREATEST(t.updated_at, e.finished_at)"
     " FROM (SELECT thread_id, max(finished_at) AS finished_at FROM ended GROUP BY thread_id) e"
-    " WHERE t.thread_id=e.thread_id)"
-    " SELECT 1"
+    " WHERE t.thread_id=e.thread_id),"
+    # Sent at the commit, to the processes whose runs wait for these threads
+    # (`app.core.storage.postgres.listen`); only a select that reads it runs it.
+    f" notified AS (SELECT {NOTIFY_END.format(thread='thread_id', owner='owner')} FROM runs)"
+    " SELECT count(*) FROM notified"
 )
+# Every end is heard (NOTIFY) while the listening connection is up, and when it comes
+# back everyone re-checks: this only covers a listener that cannot connect at all.
+RECHECK_S = 5.0
 # The second key keeps these locks apart from any other user of one-key advisory locks.
 LOCK_THREAD = "SELECT pg_advisory_xact_lock(hashtext(%s), 7)"
 # Whether a decision's guess holds (`runs_sql.Guess`), kept for the transaction's writes.
@@ -208,9 +219,20 @@ class PostgresRunStore(SqlRunStore):
 
     GREATEST: ClassVar[str] = "GREATEST"
     NOW: ClassVar[str] = "extract(epoch from now())::double precision"
+    recheck_s: ClassVar[float] = RECHECK_S
 
-    def __init__(self, pool: Pool) -> None:
+    def __init__(self, pool: Pool, *, listen: Connect | None = None) -> None:
+        """On `pool`; `listen` opens the connection that hears run ends (none: unheard)."""
         self._pool = pool
+        self._listen = listen
+
+    @asynccontextmanager
+    async def hear_ends(self, heard: HeardEnd) -> AsyncIterator[None]:
+        if self._listen is None:
+            yield
+            return
+        async with listening(self._listen, heard):
+            yield
 
     @staticmethod
     async def current(conn: AsyncConnection[Any]) -> bool:

@@ -3,7 +3,8 @@
 `open_sqlite_run_store(path, writer=)` runs it on the process's writer connection
 (`app.core.storage.sqlite.connection`): every operation is one hop to that connection's
 thread, a write one whole `BEGIN IMMEDIATE` transaction there. The queries are
-`app.core.storage.sql`'s.
+`app.core.storage.sql`'s. Nothing tells one process that a run of another ended (the
+file has no notifications): a run waiting for its thread re-checks every RECHECK_S.
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ TRUNCATE_BUSY = (
     "the WAL was not emptied after a deletion (other connections were reading): its older"
     " frames keep the deleted rows until a later deletion or a prune empties it"
 )
+
+# How long a run waiting for its thread may miss the end of the run ahead of it in
+# another process on the file (this process's own ends wake it at once). Only the head
+# of each thread's queue re-checks: slow enough that waiting costs the file next to
+# nothing, soon enough that a hand-over between processes is not felt much.
+RECHECK_S = 1.0
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS agent_runs (
@@ -93,6 +100,7 @@ class SqliteRunStore(SqlRunStore):
 
     GREATEST: ClassVar[str] = "MAX"
     NOW: ClassVar[str] = "((julianday('now') - 2440587.5) * 86400.0)"
+    recheck_s: ClassVar[float] = RECHECK_S
 
     def __init__(self, db: SqliteConnection, path: Path) -> None:
         self._db = db
