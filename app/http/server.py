@@ -9,7 +9,8 @@ FastAPI refuses (422 `invalid_request`) and Starlette's own refusals (an unknown
 404 `not_found`, a wrong method: 405 `method_not_allowed`) get the same shape. A path
 with a trailing slash is 404 like any other unknown path, not a redirect (whose absolute
 `Location` would repeat the request's `Host`). A request addressed to a host name not in
-AGENT_ALLOWED_HOSTS is refused first (`app.http.hosts`). What `/openapi.json` and
+AGENT_ALLOWED_HOSTS is refused first (`app.http.hosts`); a body that is not in by its
+deadline is 408 (`app.http.deadlines`). What `/openapi.json` and
 `/docs` say is `app.http.openapi`.
 The app's telemetry (metrics, traces: `app.core.observability.telemetry`) is made here,
 once, with the probes and the request counting of `app.http.observability`.
@@ -35,9 +36,10 @@ from app.core.errors import ErrorCode, Invalid, ServiceError
 from app.core.observability.telemetry import Telemetry
 from app.core.runs.service import open_service
 from app.core.storage.retention import periodic_prune
+from app.http.deadlines import BodyDeadline
 from app.http.hosts import HostGuard
 from app.http.observability import add_probes, count_requests, trace_requests
-from app.http.openapi import key_docs, mount_docs, operation_id
+from app.http.openapi import CONNECTION_REFUSALS, key_docs, mount_docs, operation_id
 from app.http.routes import ChatRequest, api, summary
 from app.http.webui import mount_web_ui
 from app.settings import Settings, get_settings
@@ -83,6 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redirect_slashes=False,
     )
     app.state.settings = settings
+    app.add_middleware(BodyDeadline, timeout_s=settings.agent_body_timeout_s)
     if settings.agent_cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -108,7 +111,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     key = key_docs(settings.agent_api_key is not None)
     add_probes(app, key=key, measured=telemetry.metrics is not None)
-    app.include_router(api, responses=key.responses, dependencies=key.dependencies)
+    responses = {**CONNECTION_REFUSALS, **key.responses}
+    app.include_router(api, responses=responses, dependencies=key.dependencies)
     _document_bodies(app, {"/api/agents/{graph_id}": RunAgentInput, "/api/chat": ChatRequest})
     mount_docs(app)
     mount_web_ui(app)
