@@ -172,6 +172,21 @@ def test_connections_whose_body_trickles_in_are_answered_408_at_the_body_deadlin
         assert BODY_TIMEOUT_S - 0.1 <= client.closed_after_s <= BODY_TIMEOUT_S + MARGIN_S
 
 
+def test_a_request_head_over_64_kib_is_answered_431_and_the_connection_closed(
+    strict: ServerProcess,
+) -> None:
+    padding = b"".join(b"X-Big-%d: %s\r\n" % (i, b"a" * 1000) for i in range(70))
+    with connect(strict) as sock:
+        sock.sendall(b"GET /api/graphs HTTP/1.1\r\nHost: 127.0.0.1\r\n" + padding)
+        raw = bytearray()
+        while chunk := sock.recv(65536):  # the server's answer, then its close
+            raw += chunk
+
+    status, headers, body = answer_of(bytes(raw))
+    assert (status, body["code"]) == (431, "headers_too_large")
+    assert headers["connection"] == "close"
+
+
 def test_an_event_stream_stays_open_for_as_long_as_its_run_lasts(
     strict: ServerProcess, llm: ScriptedLLM
 ) -> None:
