@@ -181,10 +181,14 @@ if HttpToolsProtocol is not None:
         """uvicorn's httptools protocol with the head deadline, its size and the cap."""
 
 
-def http_protocol() -> type[asyncio.Protocol]:
-    """The protocol class `serve` gives uvicorn: httptools' when installed, as uvicorn's
-    "auto" picks, else h11's."""
-    return GuardedHttpTools if HttpToolsProtocol is not None else GuardedH11
+def http_protocol() -> str:
+    """The protocol `serve` gives uvicorn: httptools' when installed, as uvicorn's "auto"
+    picks, else h11's. An import string, not the class: a `--workers` child unpickles its
+    config before it answers the supervisor's health checks, and importing this module
+    (the settings, Starlette) then can outlast them on a loaded machine; uvicorn imports
+    the string when it loads the config, once the child answers."""
+    name = "GuardedHttpTools" if HttpToolsProtocol is not None else "GuardedH11"
+    return f"{__name__}:{name}"
 
 
 class BodyDeadline:
