@@ -114,13 +114,17 @@ class _Guard(_Protocol):
         # cap's first beyond. The probes go through (`_refusing`).
         full = len(self.connections) > self._max_connections
         self.app = self._refusing_app if full else self._served_app
+        # The rest of a body answered before it was read (a 413 on its Content-Length) is
+        # not the next head: a chunk that starts in a body is not counted.
+        of_a_head = not self._in_a_body()
         super().data_received(data)
         if self._head_timer is None:
             return
         if self.cycle is not self._cycle_before:
             self._head_arrived()
             return
-        self._head_bytes += len(data)
+        if of_a_head:
+            self._head_bytes += len(data)
         if self._head_bytes > MAX_HEAD_BYTES and not self.transport.is_closing():
             self._head_arrived()
             detail = HEAD_TOO_LARGE.format(limit=MAX_HEAD_BYTES)
@@ -133,6 +137,11 @@ class _Guard(_Protocol):
         # A pipelined request already in (httptools) has its head: nothing to wait for.
         if not self.transport.is_closing() and not getattr(self, "pipeline", None):
             self._await_head()
+
+    def _in_a_body(self) -> bool:
+        """Whether the bytes arriving now belong to a body. h11 caps a head itself (16
+        KiB), so it counts none here."""
+        return True
 
     def _await_head(self) -> None:
         self._head_arrived()
@@ -179,6 +188,19 @@ if HttpToolsProtocol is not None:
 
     class GuardedHttpTools(_Guard, HttpToolsProtocol):  # type: ignore[misc]
         """uvicorn's httptools protocol with the head deadline, its size and the cap."""
+
+        _reading_body = False  # from a head's end to its message's (the parser's calls)
+
+        def _in_a_body(self) -> bool:
+            return self._reading_body
+
+        def on_headers_complete(self) -> None:
+            self._reading_body = True
+            super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            self._reading_body = False
+            super().on_message_complete()
 
 
 def http_protocol() -> str:
