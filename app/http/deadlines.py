@@ -11,9 +11,9 @@ only once its head is complete, and answers plain text. So, here:
 
 - `GuardedHttpTools` / `GuardedH11` (`http_protocol()` picks one as uvicorn's "auto"
   would): the next request's head must be complete within `AGENT_HEADER_TIMEOUT_S` of
-  the connection opening or of the answer before, and within `MAX_HEAD_BYTES`; else the
-  connection is closed (431 `headers_too_large` first for a head too large; nothing for a
-  late one: no request arrived to answer). A request on a connection beyond the
+  the connection opening or of the answer before, and (httptools) within
+  `MAX_HEAD_BYTES`; else the connection is closed (431 `headers_too_large` first for a
+  head too large; nothing for a late one: no request arrived to answer). A request on a connection beyond the
   `AGENT_MAX_CONNECTIONS`-th open one is 503 `too_many_connections` and the connection
   is closed; the probes are answered still, so that an orchestrator does not restart a
   server that is only full.
