@@ -13,10 +13,10 @@ only once its head is complete, and answers plain text. So, here:
   would): the next request's head must be complete within `AGENT_HEADER_TIMEOUT_S` of
   the connection opening or of the answer before, and (httptools) within
   `MAX_HEAD_BYTES`; else the connection is closed (431 `headers_too_large` first for a
-  head too large; nothing for a late one: no request arrived to answer). A request on a connection beyond the
-  `AGENT_MAX_CONNECTIONS`-th open one is 503 `too_many_connections` and the connection
-  is closed; the probes are answered still, so that an orchestrator does not restart a
-  server that is only full.
+  head too large; nothing for a late one: no request arrived to answer). A request on a
+  connection beyond the `AGENT_MAX_CONNECTIONS`-th open one is 503 `too_many_connections`
+  and the connection is closed; the probes are answered still, so that an orchestrator
+  does not restart a server that is only full.
 - `BodyDeadline` (ASGI): the body must be whole within `AGENT_BODY_TIMEOUT_S` of the
   head, else reading it raises 408 `body_timeout` (answered with `Connection: close`: the
   rest of the body is not read).
