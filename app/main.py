@@ -143,9 +143,13 @@ def _uvicorn_config(
     """The server's uvicorn settings; `app` is an import string of a factory with `workers`."""
     import uvicorn
 
+    from app.http.deadlines import http_protocol
+
     settings = get_settings()
     return uvicorn.Config(
         app,
+        # uvicorn's protocol with a deadline for each request's head and a connection cap.
+        http=http_protocol(),
         host=args.host or settings.host,
         port=settings.port if args.port is None else args.port,
         factory=workers is not None,

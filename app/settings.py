@@ -148,6 +148,23 @@ class Settings(GraphSettings):
     )
     agent_max_body_bytes: int = Field(256 * 1024, ge=1024)
     agent_max_message_bytes: int = Field(32 * 1024, ge=256)
+    agent_max_messages_per_request: int = Field(
+        500, ge=1, description="messages one run request may carry, history resent included"
+    )
+    # Slow clients (app.http.deadlines): only a request's arrival is bounded, never the
+    # answer, so an event stream stays open for as long as its run lasts.
+    agent_header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="a request's head arrives within this of the connection opening "
+        "(or of the answer before): else the connection is closed",
+    )
+    agent_body_timeout_s: float = Field(
+        30.0, gt=0, description="a request's whole body arrives within this of its head: else 408"
+    )
+    agent_max_connections: int = Field(
+        1000, ge=1, description="open connections per process; a request on one beyond is 503"
+    )
     agent_max_queued_per_thread: int = Field(
         10, ge=1, description="runs waiting behind a thread's active one, across processes"
     )

@@ -9,13 +9,16 @@ client shows `message`. The status rule:
 - 409 the thread's state does not allow it now (a run in progress, a run id taken, a
   finished run cancelled, another graph's thread, user messages it already holds,
   answers awaited, nothing pending, an interrupt id not pending);
-- 410 a run whose events have expired; 413 body too large; 415 a body (or a POST) that
-  is not declared JSON; 429 too many runs waiting (a thread's queue, or this process's,
-  is full); 422 the request itself is
-  wrong (a bad answer, a message too long or not text, no new user message, a bad id);
+- 408 the body did not arrive in time (AGENT_BODY_TIMEOUT_S);
+- 410 a run whose events have expired; 413 body too large, or too many messages in one
+  request; 415 a body (or a POST) that is not declared JSON; 431 a request head over
+  64 KiB; 429 too many runs waiting (a thread's queue, or this process's, is full);
+  422 the request itself is wrong (a bad answer, a message too long or not text, no
+  user message, a bad id);
 - 502 a run that failed (`/api/chat`); 503 the service is shutting down, its database
-  does not answer now (`storage_unavailable`, with `Retry-After`), (client side) cannot
-  be reached, or (at start-up) cannot reach its database.
+  does not answer now (`storage_unavailable`, with `Retry-After`), it has as many
+  connections open as it takes (AGENT_MAX_CONNECTIONS), (client side) cannot be
+  reached, or (at start-up) cannot reach its database.
 
 Every code is an `ErrorCode`, the list `docs/api.md` gives (a test holds the two together).
 """
@@ -25,13 +28,16 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal, TypeGuard, get_args
 
 ErrorCode = Literal[
-    # the request cannot be read, or may not be made (400, 401, 413, 415)
+    # the request cannot be read, or may not be made (400, 401, 408, 413, 415, 431)
     "malformed_json",
     "bad_content_length",
     "client_disconnected",
     "bad_host",
     "unauthorized",
+    "body_timeout",
     "body_too_large",
+    "too_many_messages",
+    "headers_too_large",
     "unsupported_media_type",
     # no such thing (404)
     "unknown_graph",
@@ -71,9 +77,10 @@ ErrorCode = Literal[
     "http_400",
     "http_401",
     "http_error",
-    # the service is stopping, or its database does not answer now (503; a run's RUN_ERROR
-    # says `storage_unavailable` too)
+    # the service is stopping, full, or its database does not answer now (503; a run's
+    # RUN_ERROR says `storage_unavailable` too)
     "shutting_down",
+    "too_many_connections",
     "storage_unavailable",
     # a run's RUN_ERROR (and a /api/chat run's 502); a queued run's refusal keeps its code
     "model_not_configured",
@@ -136,6 +143,12 @@ class Unauthorized(ServiceError):
     status = 401
 
 
+class RequestTimeout(ServiceError):
+    """The body did not arrive within its deadline; the connection is closed (408)."""
+
+    status = 408
+
+
 class NotFound(ServiceError):
     """No such graph, thread or run (404)."""
 
@@ -185,7 +198,7 @@ class RunFailed(ServiceError):
 
 
 class Unavailable(ServiceError):
-    """The service takes no new work now: it is shutting down (503)."""
+    """The service takes no new work now: it is shutting down, or full (503)."""
 
     status = 503
 

@@ -98,17 +98,22 @@ class ErrorBody(BaseModel):
 # What each status means, after the rule in `app.core.errors`.
 WHY: dict[int, str] = {
     400: "the body cannot be read (not JSON, a bad Content-Length, the client left)",
+    408: "the body did not arrive within `AGENT_BODY_TIMEOUT_S`; the connection is closed",
     401: "missing or wrong bearer key (`Authorization: Bearer <AGENT_API_KEY>`)",
     404: "no such graph, thread or run",
     409: "the thread's state refuses it now; nothing was changed",
     410: "the run's events are no longer kept (`AGENT_RUN_EVENTS_TTL_S`)",
-    413: "the body is over `AGENT_MAX_BODY_BYTES`",
+    413: "the body is over `AGENT_MAX_BODY_BYTES` (or its messages over "
+    "`AGENT_MAX_MESSAGES_PER_REQUEST`)",
     415: "the body is not declared JSON (`Content-Type: application/json`)",
     422: "the request itself is wrong; nothing was changed",
     429: "too many runs already wait for their turn: retry after `Retry-After` seconds",
+    431: "the request head (line and headers) is over 64 KiB; the connection is closed",
     502: "the run failed: `code` is its RUN_ERROR code",
-    503: "the service is shutting down (`shutting_down`: retry on the next one), or its "
-    "database does not answer now (`storage_unavailable`: retry after `Retry-After` seconds)",
+    503: "the service is shutting down (`shutting_down`: retry on the next one), its "
+    "database does not answer now (`storage_unavailable`), or it has "
+    "`AGENT_MAX_CONNECTIONS` connections open (`too_many_connections`); retry after "
+    "`Retry-After` seconds",
 }
 
 
@@ -119,6 +124,10 @@ def errors(*statuses: int | tuple[int, str]) -> Responses:
         status, why = entry if isinstance(entry, tuple) else (entry, WHY[entry])
         documented[status] = {"model": ErrorBody, "description": why}
     return documented
+
+
+# What any request may be refused with before a route sees it (`app.http.deadlines`).
+CONNECTION_REFUSALS: Responses = errors(431, 503)
 
 
 def operation_id(route: APIRoute) -> str:

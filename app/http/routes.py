@@ -47,6 +47,10 @@ from app.http.openapi import EVENT_STREAM, errors, follow
 
 BODY_TOO_LARGE = "request body exceeds {limit} bytes"
 BAD_LENGTH = "invalid Content-Length header"
+TOO_MANY_MESSAGES = (
+    "the request carries {count} messages; the limit is {limit} "
+    "(AGENT_MAX_MESSAGES_PER_REQUEST): send the new ones only, the thread keeps its history"
+)
 CLIENT_LEFT = "the client closed the connection before the body arrived"
 MALFORMED_JSON = "request body is not valid JSON: {reason}"
 INVALID_BODY = "invalid request body: {errors}"
@@ -81,7 +85,7 @@ RunId = Annotated[str, Path(description=f"the run id: {ID_RULE}", json_schema_ex
 # 401 of a server with a key is added where the API is included (`app.http.server`).
 IDS = errors((422, "a thread or run id that breaks the id rule"))
 UNKNOWN_RUN = errors((404, "no such run on this thread"))
-BODY = errors(400, 413, 415, (422, "the body or its messages are wrong; nothing was changed"))
+BODY = errors(400, 408, 413, 415, (422, "the body or its messages are wrong; nothing was changed"))
 STARTS_RUN = {
     **BODY,
     **errors(
@@ -89,8 +93,9 @@ STARTS_RUN = {
         (429, "too many runs already wait (`queue_full`); `Retry-After` says when to retry"),
         (
             503,
-            "the service is shutting down, or its database does not answer now "
-            "(`storage_unavailable`, with `Retry-After`): nothing was started",
+            "the service is shutting down, its database does not answer now "
+            "(`storage_unavailable`), or it is full (`too_many_connections`): nothing was "
+            "started",
         ),
     ),
 }
@@ -314,6 +319,12 @@ async def run_agent(graph_id: str, request: Request, agents: Agents) -> Response
     agents.graph(graph_id)  # an unknown graph is a 404 before the body is read
     limit = agents.settings.agent_max_body_bytes
     run_input = _parse(RunAgentInput, await _body(request, limit))
+    # AG-UI clients may resend the thread's history, of which only the new user messages
+    # are taken: a cap keeps one request's checking bounded (`too_many_messages`).
+    most = agents.settings.agent_max_messages_per_request
+    if len(run_input.messages) > most:
+        detail = TOO_MANY_MESSAGES.format(count=len(run_input.messages), limit=most)
+        raise TooLarge("too_many_messages", detail)
     options = _options(run_input.forwarded_props)
     run = await agents.start_run(
         graph_id,
@@ -462,7 +473,7 @@ async def list_threads(
     "/threads/{thread_id}",
     response_model=ThreadSummary,
     responses={
-        **errors(400, 413, 415, (422, "a bad id, or a title empty or over 200 characters")),
+        **errors(400, 408, 413, 415, (422, "a bad id, or a title empty or over 200 characters")),
         **errors((404, "no such thread")),
     },
     openapi_extra={

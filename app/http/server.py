@@ -9,7 +9,8 @@ FastAPI refuses (422 `invalid_request`) and Starlette's own refusals (an unknown
 404 `not_found`, a wrong method: 405 `method_not_allowed`) get the same shape. A path
 with a trailing slash is 404 like any other unknown path, not a redirect (whose absolute
 `Location` would repeat the request's `Host`). A request addressed to a host name not in
-AGENT_ALLOWED_HOSTS is refused first (`app.http.hosts`). A request the database failed
+AGENT_ALLOWED_HOSTS is refused first (`app.http.hosts`); a body that is not in by its
+deadline is 408 (`app.http.deadlines`). A request the database failed
 (`app.core.storage.failures`: gone, locked, no connection within AGENT_DB_TIMEOUT_S) is
 503 `storage_unavailable` with `Retry-After`; any other failure is 500 `internal_error`,
 JSON too, its traceback logged. What `/openapi.json` and `/docs` say is `app.http.openapi`.
@@ -39,9 +40,10 @@ from app.core.observability.telemetry import Telemetry
 from app.core.runs.service import open_service
 from app.core.storage.failures import failures
 from app.core.storage.retention import periodic_prune
+from app.http.deadlines import BodyDeadline
 from app.http.hosts import HostGuard
 from app.http.observability import add_probes, count_requests, trace_requests
-from app.http.openapi import errors, key_docs, mount_docs, operation_id
+from app.http.openapi import CONNECTION_REFUSALS, errors, key_docs, mount_docs, operation_id
 from app.http.routes import BODY_RULES, ID_SCHEMA, ChatRequest, api, summary
 from app.http.webui import mount_web_ui
 from app.settings import Settings, get_settings
@@ -92,6 +94,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redirect_slashes=False,
     )
     app.state.settings = settings
+    app.add_middleware(BodyDeadline, timeout_s=settings.agent_body_timeout_s)
     if settings.agent_cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -121,10 +124,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     key = key_docs(settings.agent_api_key is not None)
     add_probes(app, key=key, measured=telemetry.metrics is not None)
-    # Every /api route but the graph list reads the database: 503 when it does not answer.
-    app.include_router(
-        api, responses={**errors(503), **key.responses}, dependencies=key.dependencies
-    )
+    # Any request may be refused before a route sees it, and every /api route but the
+    # graph list reads the database: 503 when it does not answer.
+    responses = {**CONNECTION_REFUSALS, **errors(503), **key.responses}
+    app.include_router(api, responses=responses, dependencies=key.dependencies)
     _document_bodies(app, {"/api/agents/{graph_id}": RunAgentInput, "/api/chat": ChatRequest})
     mount_docs(app)
     mount_web_ui(app)

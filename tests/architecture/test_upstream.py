@@ -9,7 +9,7 @@ pyproject.toml, so the upgrade that would break one is a deliberate one, made he
 What uses only public APIs is not listed. Sections: the OpenAI SDK and langchain-openai
 (graphs/model.py, app/core/observability/telemetry.py), langchain-core (graphs/
 text_mode.py), the MCP SDK (tools/mcp/tushare_client.py), LangGraph (app/core/runs/
-threads.py), uvicorn (app/http/workers.py).
+threads.py), uvicorn (app/http/workers.py, app/http/deadlines.py).
 
 The last section checks what the tests themselves assume of llama.cpp's llama-server
 (tests/support/llama.py), which no upstream documents either.
@@ -17,11 +17,13 @@ The last section checks what the tests themselves assume of llama.cpp's llama-se
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import operator
 import time
 import tomllib
+from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -44,6 +46,8 @@ from langgraph.types import Send, interrupt
 from mcp import ClientSession
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.supervisors import Multiprocess, multiprocess
 
 from app.core.observability.telemetry import RETRY_HEADER
@@ -544,6 +548,75 @@ def test_a_server_starts_up_without_listening_and_counts_its_connections() -> No
         WORKERS, f"the HTTP protocol class takes {protocol}"
     )
     assert isinstance(config.backlog, int), mend(WORKERS, "Config.backlog")
+
+
+# --- uvicorn: app/http/deadlines.py ---------------------------------------------------
+
+DEADLINES = "app/http/deadlines.py (_Guard)"
+
+
+class _Transport(asyncio.Transport):
+    """Just enough of a socket's transport for a protocol to be fed bytes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = bytearray()
+        self.closed = False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("127.0.0.1", 40000), "sockname": ("127.0.0.1", 8000)}.get(
+            name, default
+        )
+
+    def write(self, data: Any) -> None:
+        self.written += data
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("protocol_class", [H11Protocol, HttpToolsProtocol])
+async def test_a_protocol_makes_its_cycle_once_the_head_is_in_with_the_app_it_holds_then(
+    protocol_class: type[Any],
+) -> None:
+    config = uvicorn.Config(app=_app)
+    config.load()
+    protocol = protocol_class(
+        config=config, server_state=uvicorn.Server(config).server_state, app_state={}
+    )
+    transport = _Transport()
+    protocol.connection_made(transport)
+    assert protocol in protocol.connections, mend(DEADLINES, "protocol.connections")
+    answered = asyncio.Event()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+        answered.set()
+
+    protocol.app = app  # what the guard swaps for a request beyond the cap
+    protocol.data_received(b"GET / HTTP/1.1\r\nHost: x\r\n")
+    assert protocol.cycle is None, mend(DEADLINES, "protocol.cycle before the head is in")
+    protocol.data_received(b"\r\n")
+    assert protocol.cycle is not None, mend(DEADLINES, "protocol.cycle made at the head's end")
+    await asyncio.wait_for(answered.wait(), 5)  # the app held at the head's end served it
+    assert protocol.cycle.response_complete, mend(DEADLINES, "cycle.response_complete")
+    assert "on_response_complete" in vars(protocol_class), mend(
+        DEADLINES, "on_response_complete, the cycle's end"
+    )
+    assert isinstance(getattr(protocol, "pipeline", deque()), deque), mend(
+        DEADLINES, "the protocol's pipeline of requests already in"
+    )
+    protocol.connection_lost(None)
 
 
 # --- llama.cpp's llama-server (tests/support/llama.py) -----------------------------

@@ -15,11 +15,14 @@ from typing import Any
 import httpx
 import pytest
 
+from app.settings import Settings
 from tests.doubles.llm import ScriptedLLM, text, tool_call
 from tests.service.conftest import API_KEY, UI_ORIGIN, Api, answer, run_body
 from tests.support.processes import REACT_AGENT
 
 pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
+
+MAX_MESSAGES = Settings.model_fields["agent_max_messages_per_request"].default
 
 
 @dataclass
@@ -116,6 +119,14 @@ CASES: dict[str, tuple[Request, int, str]] = {
         post_json("/api/agents/weather", run_body("t-big", ("u", "长" * 100_000))),
         413,
         "body_too_large",
+    ),
+    "more messages than one request may carry": (
+        post_json(
+            "/api/agents/weather",
+            lambda p: run_body(p.thread_id, *[(f"u{i}", "嗨") for i in range(MAX_MESSAGES + 1)]),
+        ),
+        413,
+        "too_many_messages",
     ),
     "oversized message": (
         post_json("/api/agents/weather", run_body("t-long", ("u", "a" * 40_000))),
@@ -253,6 +264,28 @@ def test_a_misspelt_query_parameter_is_refused_with_the_ones_the_route_takes(
     assert "'limt'" in misspelt.json()["detail"] and "before" in misspelt.json()["detail"]
     assert (listed.status_code, listed.json()["code"]) == (422, "invalid_request")
     assert right.status_code == 200 and len(right.json()["messages"]) == 1
+
+
+def test_a_request_over_the_message_cap_is_refused_and_the_thread_goes_on(
+    api: Api, llm: ScriptedLLM, thread_id: str
+) -> None:
+    llm.script(text("你好。"))
+    first = api.run("weather", run_body(thread_id, ("u1", "你好")))
+    # A client resending a history longer than the cap, with one new message at its end.
+    history = [(f"old-{i}", "旧") for i in range(MAX_MESSAGES)]
+    refused = api.http.post(
+        "/api/agents/weather", json=run_body(thread_id, *history, ("u2", "再问一次"))
+    )
+    llm.script(text("好的。"))
+    again = api.run("weather", run_body(thread_id, ("u1", "你好"), ("u2", "再问一次")))
+
+    assert first.last["type"] == "RUN_FINISHED"
+    assert (refused.status_code, refused.json()["code"]) == (413, "too_many_messages")
+    assert f"the limit is {MAX_MESSAGES}" in refused.json()["detail"]
+    assert again.last["type"] == "RUN_FINISHED"
+    assert len(llm.requests) == 2  # the refused request never reached the model
+    messages = api.http.get(f"/api/threads/{thread_id}").json()["messages"]
+    assert [m["content"] for m in messages if m["role"] == "user"] == ["你好", "再问一次"]
 
 
 def test_thread_routes_refuse_bad_ids_and_unknown_threads(api: Api) -> None:

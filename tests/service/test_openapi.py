@@ -205,21 +205,21 @@ def test_each_route_documents_what_it_answers() -> None:
     responses = {name: set(op["responses"]) for name, op in _operations(_schema())}
 
     assert responses["POST /api/agents/{graph_id}"] == {
-        "200", "400", "404", "409", "413", "415", "422", "429", "503"
+        "200", "400", "404", "408", "409", "413", "415", "422", "429", "431", "503"
     }  # fmt: skip
     assert responses["POST /api/chat"] == {
-        "200", "400", "404", "409", "413", "415", "422", "429", "502", "503"
+        "200", "400", "404", "408", "409", "413", "415", "422", "429", "431", "502", "503"
     }  # fmt: skip
     assert responses["GET /api/threads/{thread_id}/runs/{run_id}/stream"] == {
-        "200", "404", "410", "422", "503"
+        "200", "404", "410", "422", "431", "503"
     }  # fmt: skip
     assert responses["POST /api/threads/{thread_id}/runs/{run_id}/cancel"] == {
-        "202", "404", "409", "415", "422", "503"
+        "202", "404", "409", "415", "422", "431", "503"
     }  # fmt: skip
-    assert responses["DELETE /api/threads/{thread_id}"] == {"204", "409", "422", "503"}
-    assert responses["GET /api/threads"] == {"200", "404", "422", "503"}
+    assert responses["DELETE /api/threads/{thread_id}"] == {"204", "409", "422", "431", "503"}
+    assert responses["GET /api/threads"] == {"200", "404", "422", "431", "503"}
     assert responses["PATCH /api/threads/{thread_id}"] == {
-        "200", "400", "404", "413", "415", "422", "503"
+        "200", "400", "404", "408", "413", "415", "422", "431", "503"
     }  # fmt: skip
     assert responses["GET /readyz"] == {"200", "503"}
     assert "404" not in responses["GET /metrics"]  # metrics on: never a 404
