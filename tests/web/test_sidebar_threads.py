@@ -15,7 +15,7 @@ from playwright.sync_api import Locator, expect
 
 from tests.doubles.llm import ScriptedLLM, error, hang, text, tool_call
 from tests.support.processes import ServerProcess
-from tests.web.conftest import Chat
+from tests.web.conftest import Chat, until_thread_gone
 from tests.web.test_runs import until_statuses
 
 pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
@@ -112,7 +112,7 @@ def test_a_thread_renamed_and_another_deleted_in_the_sidebar_stay_so_after_a_rel
 
     chat.page.get_by_role("button", name="删除会话：第二个问题").click()
     expect(row(chat, second)).to_have_count(0)
-    assert second not in listed(server)
+    until_thread_gone(server, second)
 
     # Another browser and a reload both read the server's list.
     other = new_chat()
@@ -125,6 +125,70 @@ def test_a_thread_renamed_and_another_deleted_in_the_sidebar_stay_so_after_a_rel
     expect(chat.page.get_by_role("heading", level=1)).to_have_text("改过的名字")
     expect(chat.answers).to_have_text(["第一个回答。"])
     assert httpx.get(f"{server.url}/api/threads/{second}", timeout=5).status_code == 404
+
+
+def deletes(chat: Chat) -> list[str]:
+    """The thread ids of the DELETE requests the page sends, as it sends them."""
+    sent: list[str] = []
+    chat.page.on(
+        "request",
+        lambda request: (
+            sent.append(request.url.rsplit("/", 1)[-1]) if request.method == "DELETE" else None
+        ),
+    )
+    return sent
+
+
+def test_a_deleted_thread_comes_back_with_undo_and_the_server_keeps_it(
+    chat: Chat, llm: ScriptedLLM, server: ServerProcess
+) -> None:
+    llm.script(text("留着的回答。"), text("另一个回答。"))
+    kept = api_chat(server, "留着的问题").json()["threadId"]
+    other = api_chat(server, "另一个问题").json()["threadId"]
+    chat.open("weather")
+    sent = deletes(chat)
+    row(chat, kept).locator(".thread-open").click()
+    expect(chat.answers).to_have_text(["留着的回答。"])
+
+    chat.page.get_by_role("button", name="删除会话：留着的问题").click()
+    expect(row(chat, kept)).to_have_count(0)  # gone from the list at once
+    expect(chat.page.locator(".welcome")).to_be_visible()
+    toast = chat.page.locator(".toast")
+    expect(toast).to_contain_text("已删除「留着的问题」")
+    chat.shot("sidebar-delete-undo")
+    toast.get_by_role("button", name="撤销").click()
+
+    expect(toast).to_have_count(0)
+    expect(row(chat, kept)).to_contain_text("留着的问题")
+    expect(chat.answers).to_have_text(["留着的回答。"])  # back in the thread it had open
+    # A later delete runs out after the undone one would have: only it reaches the server.
+    with chat.page.expect_request(lambda r: r.method == "DELETE", timeout=15_000):
+        chat.page.get_by_role("button", name="删除会话：另一个问题").click()
+    until_thread_gone(server, other)
+    assert sent == [other]
+    assert httpx.get(f"{server.url}/api/threads/{kept}", timeout=5).status_code == 200
+    chat.page.reload()
+    expect(row(chat, kept)).to_contain_text("留着的问题")
+
+
+def test_a_deleted_thread_is_deleted_on_the_server_once_its_undo_runs_out(
+    chat: Chat, llm: ScriptedLLM, server: ServerProcess
+) -> None:
+    llm.script(text("要删的回答。"))
+    doomed = api_chat(server, "要删的问题").json()["threadId"]
+    chat.open("weather")
+    sent = deletes(chat)
+    expect(row(chat, doomed)).to_contain_text("要删的问题")
+
+    chat.page.get_by_role("button", name="删除会话：要删的问题").click()
+
+    expect(row(chat, doomed)).to_have_count(0)
+    expect(chat.page.locator(".toast")).to_be_visible()
+    assert sent == [], "nothing is sent while the undo is offered"
+    until_thread_gone(server, doomed)
+    expect(chat.page.locator(".toast")).to_have_count(0)
+    assert sent == [doomed]
+    expect(row(chat, doomed)).to_have_count(0)
 
 
 def test_each_thread_shows_whether_its_run_is_running_waiting_for_you_stopped_or_failed(

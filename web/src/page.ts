@@ -20,7 +20,7 @@ import {
   type ThreadPage,
 } from "./api";
 import { Composer, type Strategy } from "./composer";
-import { byId } from "./dom";
+import { byId, h } from "./dom";
 import { draftTitle, textOf } from "./format";
 import { renderHistory } from "./history";
 import { t } from "./i18n";
@@ -39,6 +39,18 @@ import { ConversationView } from "./view";
 // How often the sidebar reads the server's thread list while the page is visible.
 const THREADS_POLL_MS = 4000;
 const THREADS_LIMIT = 50;
+// How long a deleted thread can be brought back: its DELETE is sent only after this.
+export const UNDO_DELETE_MS = 5000;
+
+/** A delete waiting for its undo to run out. */
+interface PendingDelete {
+  entry: ThreadEntry;
+  timer: number;
+  toast: HTMLElement;
+  // The draft the delete opened in the deleted thread's place: an undo while it is still
+  // open goes back to the thread.
+  draft: string | null;
+}
 
 interface Action {
   label: string;
@@ -63,6 +75,7 @@ export class Page implements RunHost {
   // Bumped by every thread opened: a slower answer for an earlier one is dropped.
   private loading = 0;
   private listing = false;
+  private pendingDelete: PendingDelete | null = null;
   private readonly interruptHandlers: InterruptHandlers = {
     answer: (control, value, summary) => {
       this.collect(control, { interruptId: control.id, status: "resolved", payload: { value } }, summary);
@@ -95,6 +108,11 @@ export class Page implements RunHost {
     this.agentPicker.hidden = true;
     this.composer.refresh();
     this.saveThreads();
+    // A tab closed during the undo still deletes what the user deleted.
+    window.addEventListener("pagehide", () => {
+      const pending = this.takeDelete();
+      if (pending) void deleteThread(pending.entry.id, true).catch(() => undefined);
+    });
   }
 
   /** Load the agents, then open the thread the page had open (or a new one). */
@@ -164,16 +182,70 @@ export class Page implements RunHost {
     return true;
   }
 
-  private async removeThread(entry: ThreadEntry): Promise<void> {
+  /** Delete with an undo: the thread leaves the list at once, the DELETE goes when the
+   * toast runs out, so a mis-tap loses nothing. */
+  private removeThread(entry: ThreadEntry): void {
+    void this.sendDelete(); // one undo at a time: an earlier delete goes through now
+    this.threads.hide(entry.id);
+    const wasOpen = entry.id === this.threads.current?.id;
+    if (wasOpen) this.newDraft(entry.graphId);
+    else this.saveThreads();
+    const toast = h(
+      "div",
+      { class: "toast", attrs: { role: "status" } },
+      h("span", { class: "toast-text", text: t.deletedThread(entry.title || t.newThread) }),
+      h("button", {
+        class: "btn btn-small toast-undo",
+        text: t.undo,
+        attrs: { type: "button" },
+        on: { click: () => this.undoDelete() },
+      }),
+    );
+    document.body.append(toast);
+    this.pendingDelete = {
+      entry,
+      toast,
+      timer: window.setTimeout(() => void this.sendDelete(), UNDO_DELETE_MS),
+      draft: wasOpen ? (this.threads.current?.id ?? null) : null,
+    };
+  }
+
+  /** The pending delete, its toast gone and its timer stopped; null when there is none. */
+  private takeDelete(): PendingDelete | null {
+    const pending = this.pendingDelete;
+    if (!pending) return null;
+    this.pendingDelete = null;
+    window.clearTimeout(pending.timer);
+    pending.toast.remove();
+    return pending;
+  }
+
+  private async sendDelete(): Promise<void> {
+    const pending = this.takeDelete();
+    if (!pending) return;
     try {
-      await deleteThread(entry.id);
+      await deleteThread(pending.entry.id);
     } catch (err) {
+      // The server kept it (a run under way, a lost connection): so does the list.
+      this.threads.restore(pending.entry.id);
+      this.saveThreads();
       this.showFailure(describeFailure(err));
       return;
     }
-    this.threads.forget(entry.id);
-    if (entry.id === this.threads.current?.id) this.newDraft(entry.graphId);
-    else this.saveThreads();
+    this.threads.forget(pending.entry.id);
+    this.saveThreads();
+  }
+
+  private undoDelete(): void {
+    const pending = this.takeDelete();
+    if (!pending) return;
+    const entry = this.threads.restore(pending.entry.id) ?? pending.entry;
+    const current = this.threads.current;
+    if (pending.draft && current?.id === pending.draft && !this.threads.known(current.id)) {
+      void this.openThread(entry);
+    } else {
+      this.saveThreads();
+    }
   }
 
   /** The open thread had activity: it moves up the list (a draft joins it). */
