@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import parse_qs, urlparse
 
 import httpx
 from playwright.sync_api import Locator, expect
@@ -241,3 +243,63 @@ def test_each_thread_shows_whether_its_run_is_running_waiting_for_you_stopped_or
     box.press("Enter")
     expect(chat.answers.last).to_have_text("北京晴。")
     expect(badge(waiting)).to_have_count(0)
+
+
+def thread_in_url(chat: Chat) -> str | None:
+    query = parse_qs(urlparse(chat.page.url).query)
+    return query.get("thread", [None])[0]
+
+
+def test_the_open_thread_is_in_the_address_so_a_link_or_a_reload_opens_it(
+    chat: Chat, new_chat: Callable[..., Chat], llm: ScriptedLLM, server: ServerProcess
+) -> None:
+    llm.script(text("北京的回答。"), text("上海的回答。"))
+    beijing = api_chat(server, "北京天气").json()["threadId"]
+    shanghai = api_chat(server, "上海天气").json()["threadId"]
+    chat.open("weather")
+    assert thread_in_url(chat) is None  # a new chat is not on the server yet
+
+    row(chat, beijing).locator(".thread-open").click()
+    expect(chat.answers).to_have_text(["北京的回答。"])
+    expect(chat.page).to_have_url(re.compile(rf"[?&]thread={beijing}"))
+    chat.page.reload()
+    expect(chat.answers).to_have_text(["北京的回答。"])
+    assert thread_in_url(chat) == beijing
+
+    # The address wins over the thread this browser had open last.
+    chat.page.goto(f"/?thread={shanghai}")
+    expect(chat.answers).to_have_text(["上海的回答。"])
+    expect(chat.page.get_by_role("heading", level=1)).to_have_text("上海天气")
+
+    # A browser that never saw the thread opens it from the link.
+    other = new_chat()
+    other.page.goto(f"/?thread={beijing}")
+    expect(other.answers).to_have_text(["北京的回答。"])
+    expect(other.page.get_by_role("heading", level=1)).to_have_text("北京天气")
+
+    chat.page.get_by_role("button", name="新对话").click()
+    expect(chat.page.locator(".welcome")).to_be_visible()
+    expect(chat.page).not_to_have_url(re.compile(r"[?&]thread="))
+
+
+def test_the_search_box_shows_only_the_threads_whose_title_holds_the_words(
+    chat: Chat, llm: ScriptedLLM, server: ServerProcess
+) -> None:
+    llm.script(text("一。"), text("二。"), text("三。"))
+    for question in ("北京明天下雨吗", "上海周末天气", "Beijing air quality"):
+        assert api_chat(server, question).status_code == 200
+    chat.open("weather")
+    expect(rows(chat)).to_have_count(3)
+    search = chat.page.get_by_role("searchbox", name="搜索会话")
+
+    search.fill("北京")
+    expect(rows(chat)).to_have_text([re.compile("北京明天下雨吗")])
+    search.fill("beijing")  # any case
+    expect(rows(chat)).to_have_text([re.compile("Beijing air quality")])
+    search.fill("广州")
+    expect(rows(chat)).to_have_count(0)
+    expect(chat.page.locator("#thread-empty")).to_have_text("没有标题匹配的会话")
+    chat.shot("sidebar-search")
+    search.fill("")
+    expect(rows(chat)).to_have_count(3)
+    expect(chat.page.locator("#thread-empty")).to_be_hidden()

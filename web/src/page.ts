@@ -42,6 +42,24 @@ const THREADS_LIMIT = 50;
 // How long a deleted thread can be brought back: its DELETE is sent only after this.
 export const UNDO_DELETE_MS = 5000;
 
+const THREAD_PARAM = "thread";
+
+/** The thread a link or a reload names (`?thread=<id>`), if any. */
+function threadInUrl(): string | null {
+  return new URL(window.location.href).searchParams.get(THREAD_PARAM) || null;
+}
+
+/** The open thread in the address bar, so a reload or a copied link opens it again; a
+ * draft (not on the server yet) has none. replaceState: opening threads is not navigation
+ * the back button should step through. */
+function showInUrl(id: string | null): void {
+  const url = new URL(window.location.href);
+  if (url.searchParams.get(THREAD_PARAM) === id) return;
+  if (id) url.searchParams.set(THREAD_PARAM, id);
+  else url.searchParams.delete(THREAD_PARAM);
+  window.history.replaceState(window.history.state, "", url);
+}
+
 /** A delete waiting for its undo to run out. */
 interface PendingDelete {
   entry: ThreadEntry;
@@ -105,6 +123,8 @@ export class Page implements RunHost {
       this.newDraft(this.threads.current?.graphId);
     });
     this.agentSelect.addEventListener("change", () => this.pickAgent(this.agentSelect.value));
+    const search = byId<HTMLInputElement>("thread-search");
+    search.addEventListener("input", () => this.threadList.filter(search.value));
     this.agentPicker.hidden = true;
     this.composer.refresh();
     this.saveThreads();
@@ -119,11 +139,32 @@ export class Page implements RunHost {
   async start(): Promise<void> {
     if (!(await this.loadGraphs())) return;
     const listed = this.refreshThreads();
-    const id = store.currentThread.get();
-    const entry = id ? this.threads.known(id) : undefined;
+    const linked = threadInUrl();
+    const id = linked ?? store.currentThread.get();
+    let entry = id ? this.threads.known(id) : undefined;
+    if (!entry && linked) {
+      // A link from elsewhere: the server's list, or the thread itself, says what it is.
+      await listed;
+      entry = this.threads.known(linked) ?? (await this.linkedThread(linked));
+    }
     if (entry) await this.openThread(entry);
     else this.newDraft();
     await listed;
+  }
+
+  /** The entry of a thread the server has but does not list here (beyond the first
+   * page of the list); undefined when it has no such thread. */
+  private async linkedThread(id: string): Promise<ThreadEntry | undefined> {
+    let thread: ThreadPage | null;
+    try {
+      thread = await getThread(id);
+    } catch {
+      return undefined;
+    }
+    if (!thread) return undefined;
+    const entry = { id, graphId: thread.graphId ?? this.defaultGraph(), title: "", updatedAt: Date.now() };
+    this.threads.entries.push(entry);
+    return entry;
   }
 
   /** Keep the sidebar current: other tabs, the CLI and scripts make and run threads too. */
@@ -253,6 +294,7 @@ export class Page implements RunHost {
     const entry = this.threads.touch(Date.now());
     if (!entry) return;
     store.currentThread.set(entry.id);
+    showInUrl(entry.id);
     this.saveThreads();
   }
 
@@ -300,7 +342,9 @@ export class Page implements RunHost {
 
   private setCurrent(entry: ThreadEntry): void {
     this.threads.current = entry;
-    store.currentThread.set(this.threads.known(entry.id) ? entry.id : null);
+    const id = this.threads.known(entry.id) ? entry.id : null;
+    store.currentThread.set(id);
+    showInUrl(id);
     this.title.textContent = entry.title || t.newThread;
     if (this.graphs.length) renderGraphs(this.agentSelect, this.graphs, entry.graphId);
     this.saveThreads();
