@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -11,13 +12,14 @@ from graphs.model import MISSING_VARIABLE
 from tests.cli.conftest import CHAT_PROMPT, THREAD_ID, Terminal, run_cli
 from tests.doubles.llm import ScriptedLLM, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
-from tests.support.processes import refused_port
+from tests.support.processes import ServerProcess, refused_port
 
 pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 Cli = Callable[..., Terminal]
 
 ANSWER = "北京今天晴，气温 12°C。"
+I18N = Path(__file__).resolve().parents[2] / "web" / "src" / "i18n.ts"
 
 
 def one_line(stderr: str) -> str:
@@ -82,6 +84,27 @@ def test_a_missing_model_setting_is_one_chinese_line_naming_it_the_page_s_text_a
     assert MISSING_VARIABLE.format(var=variable) in line  # the page's Chinese text, word for word
     assert done.stdout == ""
     assert llm.requests == []
+
+
+def test_a_server_without_a_model_setting_is_explained_by_the_terminal_in_the_same_line(
+    cli_env: dict[str, str], llm: ScriptedLLM
+) -> None:
+    server = ServerProcess({k: v for k, v in cli_env.items() if k != "OPENAI_MODEL"})
+    try:
+        done = run_cli(cli_env, "chat", "weather", "--server", server.url, "-m", "你好")
+    finally:
+        server.stop()
+    assert done.returncode == 1
+    assert MISSING_VARIABLE.format(var="OPENAI_MODEL") in one_line(done.stderr)
+    assert "not set" not in done.stderr
+    assert llm.requests == []
+
+
+def test_the_page_s_chinese_text_for_a_missing_model_setting_is_the_terminal_s() -> None:
+    source = I18N.read_text(encoding="utf-8")
+    found = re.search(r"modelNotConfigured: \(variable: string\) =>\s*`([^`]*)`", source)
+    assert found is not None, f"no Chinese modelNotConfigured in {I18N}"
+    assert found.group(1).replace("${variable}", "{var}") == MISSING_VARIABLE
 
 
 def test_a_model_server_that_cannot_be_reached_is_named_with_its_variable_and_no_password(

@@ -62,3 +62,27 @@ def test_leaving_right_after_a_stop_still_keeps_the_half_answer(cli: Cli, llm: S
     resumed.expect(CHAT_PROMPT)
     resumed.line("/exit")
     assert resumed.exit_code() == 0
+
+
+def test_a_reply_stopped_through_a_server_says_so_when_its_thread_is_reopened(
+    cli: Cli, server: str, llm: ScriptedLLM
+) -> None:
+    llm.script(hang(60, partial="山里有座庙，"))
+    term = cli("chat", "weather", "--server", server)
+    thread_id = term.thread_id()
+    term.expect(CHAT_PROMPT)
+    term.line("讲个故事")
+    term.expect("山里有座庙，")
+    term.send(CTRL_C)
+    term.expect("已停止")
+    term.expect(CHAT_PROMPT)
+    term.line("/exit")
+    assert term.exit_code() == 0
+
+    # The thread view the server gives (its `stopped` mark) draws the notice again.
+    resumed = cli("chat", "weather", "--server", server, "--thread", thread_id)
+    resumed.expect("山里有座庙，")
+    resumed.expect("已停止")
+    resumed.expect(CHAT_PROMPT)
+    resumed.line("/exit")
+    assert resumed.exit_code() == 0

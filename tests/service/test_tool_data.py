@@ -183,6 +183,43 @@ def test_a_failed_tool_call_carries_no_data(
     assert view["error"] == result["content"]
 
 
+# What a Tushare server says when it does not take the token: a tool result flagged as an
+# error, as the real server answers, rather than an HTTP 401 (which fails the connection).
+AUTH_FAILED = "token 认证失败，请检查 TUSHARE_TOKEN"
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("resolve_stock", {"name": "平安"}),
+        ("stock_basic", {"name": "平安"}),
+        ("daily", {"ts_code": CODE}),
+        ("monthly", {"ts_code": CODE}),
+    ],
+)
+def test_every_tushare_tool_whose_call_the_server_refuses_is_a_failed_call(
+    api: Api,
+    llm: ScriptedLLM,
+    mcp: TushareMCP,
+    thread_id: str,
+    tool: str,
+    arguments: dict[str, Any],
+) -> None:
+    mcp.echo_auth("tool_error", lambda _authorization: AUTH_FAILED)
+    try:
+        llm.script(tool_call(tool, arguments), text("认证失败。"))
+        stream = api.run("tushare", run_body(thread_id, ("u1", "平安银行")))
+    finally:
+        mcp.stop_echo()
+
+    result = result_of(stream)
+    assert result["metadata"] == {"outcome": "error"}, result
+    assert AUTH_FAILED in result["content"]
+    view = tool_message(api, thread_id)
+    assert view["metadata"] == {"outcome": "error"}
+    assert AUTH_FAILED in view["error"]
+
+
 def _dates() -> dict[str, str]:
     return {"start_date": JANUARY["start_date"], "end_date": JANUARY["end_date"]}
 

@@ -312,3 +312,13 @@ def browser_context_args(base_url: str) -> dict[str, Any]:
         "locale": "zh-CN",
         "device_scale_factor": 1,
     }
+
+
+def until_thread_gone(server: ServerProcess, thread_id: str, within_s: float = 15.0) -> None:
+    """Poll until the server answers 404 for the thread: the page sends a delete only once
+    its undo has run out (web/src/page.ts, UNDO_DELETE_MS)."""
+    deadline = time.monotonic() + within_s
+    while (got := httpx.get(f"{server.url}/api/threads/{thread_id}", timeout=5).status_code) != 404:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"thread {thread_id} still answers {got}")
+        time.sleep(0.05)

@@ -139,6 +139,25 @@ def test_a_run_rejoined_after_a_reload_is_stopped_by_the_stop_button_too(
     expect(chat.stop_button).to_be_hidden()
 
 
+def test_a_stopped_reply_still_says_it_was_stopped_when_its_thread_is_reopened(
+    chat: Chat, llm: ScriptedLLM, server: ServerProcess
+) -> None:
+    llm.script(hang(60, partial="让我慢慢想"))
+    chat.open("weather")
+    chat.send("慢慢想")
+    expect(chat.answers.last).to_contain_text("让我慢慢想")
+    chat.stop_button.click()
+    chat.wait_idle()
+    until_statuses(server, chat.thread_id, ["cancelled"])
+
+    chat.page.reload()
+
+    expect(chat.answers).to_have_text(["让我慢慢想"])
+    notice = chat.page.locator(".notice-info")
+    expect(notice).to_have_count(1)
+    expect(notice).to_contain_text("已停止本次运行")
+
+
 def test_a_message_sent_during_a_run_can_wait_for_the_run_and_is_answered_after_it(
     chat: Chat, llm: ScriptedLLM, server: ServerProcess
 ) -> None:

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import pytest
 
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import parse_qs, urlparse
 
 import httpx
 from playwright.sync_api import Locator, expect
 
 from tests.doubles.llm import ScriptedLLM, error, hang, text, tool_call
 from tests.support.processes import ServerProcess
-from tests.web.conftest import Chat
+from tests.web.conftest import Chat, until_thread_gone
 from tests.web.test_runs import until_statuses
 
 pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
@@ -112,7 +114,7 @@ def test_a_thread_renamed_and_another_deleted_in_the_sidebar_stay_so_after_a_rel
 
     chat.page.get_by_role("button", name="删除会话：第二个问题").click()
     expect(row(chat, second)).to_have_count(0)
-    assert second not in listed(server)
+    until_thread_gone(server, second)
 
     # Another browser and a reload both read the server's list.
     other = new_chat()
@@ -125,6 +127,70 @@ def test_a_thread_renamed_and_another_deleted_in_the_sidebar_stay_so_after_a_rel
     expect(chat.page.get_by_role("heading", level=1)).to_have_text("改过的名字")
     expect(chat.answers).to_have_text(["第一个回答。"])
     assert httpx.get(f"{server.url}/api/threads/{second}", timeout=5).status_code == 404
+
+
+def deletes(chat: Chat) -> list[str]:
+    """The thread ids of the DELETE requests the page sends, as it sends them."""
+    sent: list[str] = []
+    chat.page.on(
+        "request",
+        lambda request: (
+            sent.append(request.url.rsplit("/", 1)[-1]) if request.method == "DELETE" else None
+        ),
+    )
+    return sent
+
+
+def test_a_deleted_thread_comes_back_with_undo_and_the_server_keeps_it(
+    chat: Chat, llm: ScriptedLLM, server: ServerProcess
+) -> None:
+    llm.script(text("留着的回答。"), text("另一个回答。"))
+    kept = api_chat(server, "留着的问题").json()["threadId"]
+    other = api_chat(server, "另一个问题").json()["threadId"]
+    chat.open("weather")
+    sent = deletes(chat)
+    row(chat, kept).locator(".thread-open").click()
+    expect(chat.answers).to_have_text(["留着的回答。"])
+
+    chat.page.get_by_role("button", name="删除会话：留着的问题").click()
+    expect(row(chat, kept)).to_have_count(0)  # gone from the list at once
+    expect(chat.page.locator(".welcome")).to_be_visible()
+    toast = chat.page.locator(".toast")
+    expect(toast).to_contain_text("已删除「留着的问题」")
+    chat.shot("sidebar-delete-undo")
+    toast.get_by_role("button", name="撤销").click()
+
+    expect(toast).to_have_count(0)
+    expect(row(chat, kept)).to_contain_text("留着的问题")
+    expect(chat.answers).to_have_text(["留着的回答。"])  # back in the thread it had open
+    # A later delete runs out after the undone one would have: only it reaches the server.
+    with chat.page.expect_request(lambda r: r.method == "DELETE", timeout=15_000):
+        chat.page.get_by_role("button", name="删除会话：另一个问题").click()
+    until_thread_gone(server, other)
+    assert sent == [other]
+    assert httpx.get(f"{server.url}/api/threads/{kept}", timeout=5).status_code == 200
+    chat.page.reload()
+    expect(row(chat, kept)).to_contain_text("留着的问题")
+
+
+def test_a_deleted_thread_is_deleted_on_the_server_once_its_undo_runs_out(
+    chat: Chat, llm: ScriptedLLM, server: ServerProcess
+) -> None:
+    llm.script(text("要删的回答。"))
+    doomed = api_chat(server, "要删的问题").json()["threadId"]
+    chat.open("weather")
+    sent = deletes(chat)
+    expect(row(chat, doomed)).to_contain_text("要删的问题")
+
+    chat.page.get_by_role("button", name="删除会话：要删的问题").click()
+
+    expect(row(chat, doomed)).to_have_count(0)
+    expect(chat.page.locator(".toast")).to_be_visible()
+    assert sent == [], "nothing is sent while the undo is offered"
+    until_thread_gone(server, doomed)
+    expect(chat.page.locator(".toast")).to_have_count(0)
+    assert sent == [doomed]
+    expect(row(chat, doomed)).to_have_count(0)
 
 
 def test_each_thread_shows_whether_its_run_is_running_waiting_for_you_stopped_or_failed(
@@ -177,3 +243,63 @@ def test_each_thread_shows_whether_its_run_is_running_waiting_for_you_stopped_or
     box.press("Enter")
     expect(chat.answers.last).to_have_text("北京晴。")
     expect(badge(waiting)).to_have_count(0)
+
+
+def thread_in_url(chat: Chat) -> str | None:
+    query = parse_qs(urlparse(chat.page.url).query)
+    return query.get("thread", [None])[0]
+
+
+def test_the_open_thread_is_in_the_address_so_a_link_or_a_reload_opens_it(
+    chat: Chat, new_chat: Callable[..., Chat], llm: ScriptedLLM, server: ServerProcess
+) -> None:
+    llm.script(text("北京的回答。"), text("上海的回答。"))
+    beijing = api_chat(server, "北京天气").json()["threadId"]
+    shanghai = api_chat(server, "上海天气").json()["threadId"]
+    chat.open("weather")
+    assert thread_in_url(chat) is None  # a new chat is not on the server yet
+
+    row(chat, beijing).locator(".thread-open").click()
+    expect(chat.answers).to_have_text(["北京的回答。"])
+    expect(chat.page).to_have_url(re.compile(rf"[?&]thread={beijing}"))
+    chat.page.reload()
+    expect(chat.answers).to_have_text(["北京的回答。"])
+    assert thread_in_url(chat) == beijing
+
+    # The address wins over the thread this browser had open last.
+    chat.page.goto(f"/?thread={shanghai}")
+    expect(chat.answers).to_have_text(["上海的回答。"])
+    expect(chat.page.get_by_role("heading", level=1)).to_have_text("上海天气")
+
+    # A browser that never saw the thread opens it from the link.
+    other = new_chat()
+    other.page.goto(f"/?thread={beijing}")
+    expect(other.answers).to_have_text(["北京的回答。"])
+    expect(other.page.get_by_role("heading", level=1)).to_have_text("北京天气")
+
+    chat.page.get_by_role("button", name="新对话").click()
+    expect(chat.page.locator(".welcome")).to_be_visible()
+    expect(chat.page).not_to_have_url(re.compile(r"[?&]thread="))
+
+
+def test_the_search_box_shows_only_the_threads_whose_title_holds_the_words(
+    chat: Chat, llm: ScriptedLLM, server: ServerProcess
+) -> None:
+    llm.script(text("一。"), text("二。"), text("三。"))
+    for question in ("北京明天下雨吗", "上海周末天气", "Beijing air quality"):
+        assert api_chat(server, question).status_code == 200
+    chat.open("weather")
+    expect(rows(chat)).to_have_count(3)
+    search = chat.page.get_by_role("searchbox", name="搜索会话")
+
+    search.fill("北京")
+    expect(rows(chat)).to_have_text([re.compile("北京明天下雨吗")])
+    search.fill("beijing")  # any case
+    expect(rows(chat)).to_have_text([re.compile("Beijing air quality")])
+    search.fill("广州")
+    expect(rows(chat)).to_have_count(0)
+    expect(chat.page.locator("#thread-empty")).to_have_text("没有标题匹配的会话")
+    chat.shot("sidebar-search")
+    search.fill("")
+    expect(rows(chat)).to_have_count(3)
+    expect(chat.page.locator("#thread-empty")).to_be_hidden()

@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 
 from tests.doubles.llm import ScriptedLLM, text, tool_call
 from tests.support.processes import ServerProcess
-from tests.web.conftest import Chat
+from tests.web.conftest import Chat, until_thread_gone
 
 pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
@@ -47,7 +47,7 @@ def test_threads_are_listed_reopened_from_the_server_and_deleted_there_too(
 
     page.get_by_role("button", name="删除会话：第二个问题").click()
     expect(threads).to_have_count(1)
-    assert httpx.get(f"{server.url}/api/threads/{second_id}", timeout=5).status_code == 404
+    until_thread_gone(server, second_id)
     assert httpx.get(f"{server.url}/api/threads/{first_id}", timeout=5).status_code == 200
 
     # The list survives a reload; deleting the open thread leaves a fresh one.
@@ -57,7 +57,7 @@ def test_threads_are_listed_reopened_from_the_server_and_deleted_there_too(
     page.get_by_role("button", name="删除会话：第一个问题").click()
     expect(threads).to_have_count(0)
     expect(page.locator(".welcome")).to_be_visible()
-    assert httpx.get(f"{server.url}/api/threads/{first_id}", timeout=5).status_code == 404
+    until_thread_gone(server, first_id)
 
 
 def test_the_welcome_line_names_the_agent_by_its_display_name(chat: Chat) -> None:

@@ -210,9 +210,10 @@ export class RunStream extends HttpAgent {
   }
 }
 
-export async function deleteThread(threadId: string): Promise<void> {
+/** `keepalive`: the request outlives the page (a delete sent as the tab closes). */
+export async function deleteThread(threadId: string, keepalive = false): Promise<void> {
   try {
-    await request(`/api/threads/${encodeURIComponent(threadId)}`, { method: "DELETE" });
+    await request(`/api/threads/${encodeURIComponent(threadId)}`, { method: "DELETE", keepalive });
   } catch (err) {
     if (err instanceof HttpError && err.status === 404) return;
     throw err;

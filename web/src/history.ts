@@ -5,7 +5,14 @@
 import type { Message } from "@ag-ui/client";
 import { questionOf, textOf } from "./format";
 import { toolDataOf } from "./tooldata";
+import { t } from "./i18n";
 import { isAskTool, outcomeOf, type ConversationView } from "./view";
+
+/** A reply cut short by a stop: the server marks it `metadata.stopped` (docs/api.md). */
+function wasStopped(message: Message): boolean {
+  const metadata = (message as { metadata?: unknown }).metadata;
+  return (metadata as { stopped?: unknown } | null | undefined)?.stopped === true;
+}
 
 /** `settle`: no run will bring these calls' results, so one without a result was left
  * unfinished (an older page: always; the newest: when no run is under way). */
@@ -25,6 +32,8 @@ export function renderHistory(view: ConversationView, messages: Message[], settl
         view.tool(call.id, call.function.name).setArgs(call.function.arguments);
         calls.add(call.id);
       }
+      // The notice the live run ended with, so a reopened thread reads as it did then.
+      if (wasStopped(message)) view.notice("info", t.stopped);
     } else if (message.role === "tool") {
       const card = view.tool(message.toolCallId);
       const result = textOf(message.content);

@@ -20,7 +20,7 @@ import {
   type ThreadPage,
 } from "./api";
 import { Composer, type Strategy } from "./composer";
-import { byId } from "./dom";
+import { byId, h } from "./dom";
 import { draftTitle, textOf } from "./format";
 import { renderHistory } from "./history";
 import { t } from "./i18n";
@@ -39,6 +39,36 @@ import { ConversationView } from "./view";
 // How often the sidebar reads the server's thread list while the page is visible.
 const THREADS_POLL_MS = 4000;
 const THREADS_LIMIT = 50;
+// How long a deleted thread can be brought back: its DELETE is sent only after this.
+export const UNDO_DELETE_MS = 5000;
+
+const THREAD_PARAM = "thread";
+
+/** The thread a link or a reload names (`?thread=<id>`), if any. */
+function threadInUrl(): string | null {
+  return new URL(window.location.href).searchParams.get(THREAD_PARAM) || null;
+}
+
+/** The open thread in the address bar, so a reload or a copied link opens it again; a
+ * draft (not on the server yet) has none. replaceState: opening threads is not navigation
+ * the back button should step through. */
+function showInUrl(id: string | null): void {
+  const url = new URL(window.location.href);
+  if (url.searchParams.get(THREAD_PARAM) === id) return;
+  if (id) url.searchParams.set(THREAD_PARAM, id);
+  else url.searchParams.delete(THREAD_PARAM);
+  window.history.replaceState(window.history.state, "", url);
+}
+
+/** A delete waiting for its undo to run out. */
+interface PendingDelete {
+  entry: ThreadEntry;
+  timer: number;
+  toast: HTMLElement;
+  // The draft the delete opened in the deleted thread's place: an undo while it is still
+  // open goes back to the thread.
+  draft: string | null;
+}
 
 interface Action {
   label: string;
@@ -63,6 +93,7 @@ export class Page implements RunHost {
   // Bumped by every thread opened: a slower answer for an earlier one is dropped.
   private loading = 0;
   private listing = false;
+  private pendingDelete: PendingDelete | null = null;
   private readonly interruptHandlers: InterruptHandlers = {
     answer: (control, value, summary) => {
       this.collect(control, { interruptId: control.id, status: "resolved", payload: { value } }, summary);
@@ -92,20 +123,48 @@ export class Page implements RunHost {
       this.newDraft(this.threads.current?.graphId);
     });
     this.agentSelect.addEventListener("change", () => this.pickAgent(this.agentSelect.value));
+    const search = byId<HTMLInputElement>("thread-search");
+    search.addEventListener("input", () => this.threadList.filter(search.value));
     this.agentPicker.hidden = true;
     this.composer.refresh();
     this.saveThreads();
+    // A tab closed during the undo still deletes what the user deleted.
+    window.addEventListener("pagehide", () => {
+      const pending = this.takeDelete();
+      if (pending) void deleteThread(pending.entry.id, true).catch(() => undefined);
+    });
   }
 
   /** Load the agents, then open the thread the page had open (or a new one). */
   async start(): Promise<void> {
     if (!(await this.loadGraphs())) return;
     const listed = this.refreshThreads();
-    const id = store.currentThread.get();
-    const entry = id ? this.threads.known(id) : undefined;
+    const linked = threadInUrl();
+    const id = linked ?? store.currentThread.get();
+    let entry = id ? this.threads.known(id) : undefined;
+    if (!entry && linked) {
+      // A link from elsewhere: the server's list, or the thread itself, says what it is.
+      await listed;
+      entry = this.threads.known(linked) ?? (await this.linkedThread(linked));
+    }
     if (entry) await this.openThread(entry);
     else this.newDraft();
     await listed;
+  }
+
+  /** The entry of a thread the server has but does not list here (beyond the first
+   * page of the list); undefined when it has no such thread. */
+  private async linkedThread(id: string): Promise<ThreadEntry | undefined> {
+    let thread: ThreadPage | null;
+    try {
+      thread = await getThread(id);
+    } catch {
+      return undefined;
+    }
+    if (!thread) return undefined;
+    const entry = { id, graphId: thread.graphId ?? this.defaultGraph(), title: "", updatedAt: Date.now() };
+    this.threads.entries.push(entry);
+    return entry;
   }
 
   /** Keep the sidebar current: other tabs, the CLI and scripts make and run threads too. */
@@ -164,16 +223,70 @@ export class Page implements RunHost {
     return true;
   }
 
-  private async removeThread(entry: ThreadEntry): Promise<void> {
+  /** Delete with an undo: the thread leaves the list at once, the DELETE goes when the
+   * toast runs out, so a mis-tap loses nothing. */
+  private removeThread(entry: ThreadEntry): void {
+    void this.sendDelete(); // one undo at a time: an earlier delete goes through now
+    this.threads.hide(entry.id);
+    const wasOpen = entry.id === this.threads.current?.id;
+    if (wasOpen) this.newDraft(entry.graphId);
+    else this.saveThreads();
+    const toast = h(
+      "div",
+      { class: "toast", attrs: { role: "status" } },
+      h("span", { class: "toast-text", text: t.deletedThread(entry.title || t.newThread) }),
+      h("button", {
+        class: "btn btn-small toast-undo",
+        text: t.undo,
+        attrs: { type: "button" },
+        on: { click: () => this.undoDelete() },
+      }),
+    );
+    document.body.append(toast);
+    this.pendingDelete = {
+      entry,
+      toast,
+      timer: window.setTimeout(() => void this.sendDelete(), UNDO_DELETE_MS),
+      draft: wasOpen ? (this.threads.current?.id ?? null) : null,
+    };
+  }
+
+  /** The pending delete, its toast gone and its timer stopped; null when there is none. */
+  private takeDelete(): PendingDelete | null {
+    const pending = this.pendingDelete;
+    if (!pending) return null;
+    this.pendingDelete = null;
+    window.clearTimeout(pending.timer);
+    pending.toast.remove();
+    return pending;
+  }
+
+  private async sendDelete(): Promise<void> {
+    const pending = this.takeDelete();
+    if (!pending) return;
     try {
-      await deleteThread(entry.id);
+      await deleteThread(pending.entry.id);
     } catch (err) {
+      // The server kept it (a run under way, a lost connection): so does the list.
+      this.threads.restore(pending.entry.id);
+      this.saveThreads();
       this.showFailure(describeFailure(err));
       return;
     }
-    this.threads.forget(entry.id);
-    if (entry.id === this.threads.current?.id) this.newDraft(entry.graphId);
-    else this.saveThreads();
+    this.threads.forget(pending.entry.id);
+    this.saveThreads();
+  }
+
+  private undoDelete(): void {
+    const pending = this.takeDelete();
+    if (!pending) return;
+    const entry = this.threads.restore(pending.entry.id) ?? pending.entry;
+    const current = this.threads.current;
+    if (pending.draft && current?.id === pending.draft && !this.threads.known(current.id)) {
+      void this.openThread(entry);
+    } else {
+      this.saveThreads();
+    }
   }
 
   /** The open thread had activity: it moves up the list (a draft joins it). */
@@ -181,6 +294,7 @@ export class Page implements RunHost {
     const entry = this.threads.touch(Date.now());
     if (!entry) return;
     store.currentThread.set(entry.id);
+    showInUrl(entry.id);
     this.saveThreads();
   }
 
@@ -228,7 +342,9 @@ export class Page implements RunHost {
 
   private setCurrent(entry: ThreadEntry): void {
     this.threads.current = entry;
-    store.currentThread.set(this.threads.known(entry.id) ? entry.id : null);
+    const id = this.threads.known(entry.id) ? entry.id : null;
+    store.currentThread.set(id);
+    showInUrl(id);
     this.title.textContent = entry.title || t.newThread;
     if (this.graphs.length) renderGraphs(this.agentSelect, this.graphs, entry.graphId);
     this.saveThreads();

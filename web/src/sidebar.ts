@@ -4,7 +4,8 @@
 // state badge (running / waiting for you / stopped / failed), a rename and a delete
 // button. The list is redrawn whenever the server's list is read again (every few
 // seconds), so rows that did not change are kept as they are: focus stays where it was
-// and a row being renamed is left alone until its edit ends.
+// and a row being renamed is left alone until its edit ends. filter(query) narrows the
+// rows to the titles holding the query (the page has the whole list, so no server search).
 
 import type { GraphInfo } from "./api";
 import { h } from "./dom";
@@ -30,6 +31,7 @@ export class ThreadList {
   private readonly rows = new Map<string, { key: string; el: HTMLLIElement }>();
   private editing: string | null = null;
   private last: { threads: ThreadEntry[]; currentId: string | null } = { threads: [], currentId: null };
+  private query = "";
 
   constructor(
     private readonly list: HTMLElement,
@@ -37,10 +39,19 @@ export class ThreadList {
     private readonly handlers: SidebarHandlers,
   ) {}
 
+  /** Show only the threads whose title holds `query` (any case); "" shows them all. */
+  filter(query: string): void {
+    this.query = query.trim().toLocaleLowerCase();
+    this.render(this.last.threads, this.last.currentId);
+  }
+
   render(threads: ThreadEntry[], currentId: string | null): void {
     this.last = { threads, currentId };
-    const sorted = [...threads].sort((a, b) => b.updatedAt - a.updatedAt);
+    const sorted = [...threads]
+      .filter((entry) => !this.query || (entry.title || t.newThread).toLocaleLowerCase().includes(this.query))
+      .sort((a, b) => b.updatedAt - a.updatedAt);
     this.empty.hidden = sorted.length > 0;
+    this.empty.textContent = threads.length ? t.noMatches : t.noThreads;
     const focused = document.activeElement;
     const focusRow = focused instanceof HTMLElement ? focused.closest<HTMLElement>("li.thread") : null;
     const focusId = focusRow && this.list.contains(focusRow) ? focusRow.dataset.threadId : undefined;

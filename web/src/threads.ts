@@ -35,6 +35,9 @@ export class Threads {
   // When this page last learnt a thread's state itself: server lists read before that
   // are older news for that thread.
   private readonly seenAt = new Map<string, number>();
+  // Threads deleted here whose DELETE waits for the undo to run out: the server still
+  // lists them meanwhile, and they must not come back with its next list.
+  private readonly deleting = new Map<string, ThreadEntry>();
 
   constructor(public entries: ThreadEntry[]) {}
 
@@ -59,6 +62,7 @@ export class Threads {
     const listed = new Map(summaries.map((summary) => [summary.threadId, summary]));
     const threads: ThreadEntry[] = [];
     for (const summary of listed.values()) {
+      if (this.deleting.has(summary.threadId)) continue;
       const entry = this.known(summary.threadId) ?? {
         id: summary.threadId,
         graphId: summary.graphId,
@@ -95,9 +99,26 @@ export class Threads {
     return entry;
   }
 
+  /** Out of the list until `restore` (an undo) or `forget` (the DELETE went through). */
+  hide(id: string): void {
+    const entry = this.known(id);
+    if (!entry) return;
+    this.deleting.set(id, entry);
+    this.entries = this.entries.filter((other) => other.id !== id);
+  }
+
+  /** A hidden thread back in the list, as it was. */
+  restore(id: string): ThreadEntry | undefined {
+    const entry = this.deleting.get(id);
+    this.deleting.delete(id);
+    if (entry && !this.known(id)) this.entries.push(entry);
+    return entry;
+  }
+
   /** The thread is gone from the server. */
   forget(id: string): void {
     this.entries = this.entries.filter((entry) => entry.id !== id);
     this.started.delete(id);
+    this.deleting.delete(id);
   }
 }

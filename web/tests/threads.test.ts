@@ -99,3 +99,27 @@ describe("activity on the open thread", () => {
     expect(threads.entries.map((e) => e.id)).toEqual(["old"]);
   });
 });
+
+describe("a thread deleted with an undo", () => {
+  it("stays out of the list while the server still lists it, and comes back as it was on restore", () => {
+    const threads = new Threads([entry("a"), entry("b", { title: "kept title" })]);
+    threads.hide("b");
+    threads.merge([summary("a"), summary("b")], NOW, NOW);
+    expect(threads.entries.map((e) => e.id)).toEqual(["a"]);
+    threads.restore("b");
+    expect(threads.entries.map((e) => [e.id, e.title])).toEqual([
+      ["a", "title a"],
+      ["b", "kept title"],
+    ]);
+    threads.merge([summary("a"), summary("b")], NOW + 1, NOW + 1);
+    expect(threads.entries.map((e) => e.id)).toEqual(["a", "b"]);
+  });
+
+  it("once forgotten is not brought back by restore", () => {
+    const threads = new Threads([entry("a")]);
+    threads.hide("a");
+    threads.forget("a");
+    expect(threads.restore("a")).toBeUndefined();
+    expect(threads.entries).toEqual([]);
+  });
+});
