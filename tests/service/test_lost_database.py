@@ -32,6 +32,7 @@ from tests.service.conftest import (
     Api,
     Backend,
     Stream,
+    parse_sse,
     run_body,
     server_env,
 )
@@ -54,6 +55,7 @@ class Served:
     api: Api
     name: str
     admin: psycopg.Connection[Any]
+    env: dict[str, str]
 
     def drop(self) -> None:
         """The database goes, its connections (the server's pool) with it."""
@@ -73,12 +75,13 @@ def served(
     with ExitStack() as cleanup:
         backend = Backend("postgres", postgres_admin_url, cleanup)
         url = backend.agent_db(tmp_path)
-        server = ServerProcess(server_env(llm, meteo, tmp_path, backend=backend))
+        env = server_env(llm, meteo, tmp_path, backend=backend)
+        server = ServerProcess(env)
         cleanup.callback(server.stop)
         api = Api(server)
         cleanup.callback(api.close)
         admin = cleanup.enter_context(psycopg.connect(postgres_admin_url, autocommit=True))
-        yield Served(server, api, urlsplit(url).path.lstrip("/"), admin)
+        yield Served(server, api, urlsplit(url).path.lstrip("/"), admin, env)
 
 
 @pytest.fixture
@@ -147,6 +150,37 @@ def test_an_open_stream_ends_with_run_error_when_its_database_is_dropped(
     assert "TOOL_CALL_RESULT" in stream.types
     assert stream.last["type"] == "RUN_ERROR", stream.types
     assert stream.last["code"] == "storage_unavailable"
+
+
+def test_a_stream_rejoined_on_another_replica_ends_with_run_error_when_the_database_is_dropped(
+    served: Served, llm: ScriptedLLM, background: ThreadPoolExecutor
+) -> None:
+    # The run is the first server's; the second follows its log through the database.
+    replica = ServerProcess(served.env)
+    follower = Api(replica)
+    stream = Stream(status=0)
+    try:
+        llm.script(tool_call("get_weather", {"location": "北京"}), held(text("北京晴。")))
+        body = run_body("t-lost-rejoin", ("u1", "北京天气？"))
+        background.submit(served.api.run, "weather", body)
+        llm.wait_for_requests(2, within_s=DEADLINE_S)
+        path = f"/api/threads/{body['threadId']}/runs/{body['runId']}/stream"
+        with follower.http.stream("GET", path) as response:
+            stream.status = response.status_code
+            for event in parse_sse(response.iter_lines(), stream):
+                if event["type"] == "TOOL_CALL_RESULT":
+                    served.drop()  # the follower has read the log up to here
+        llm.release()
+    finally:
+        follower.close()
+        replica.stop()
+
+    assert stream.status == 200
+    assert "TOOL_CALL_RESULT" in stream.types
+    assert stream.last["type"] == "RUN_ERROR", stream.types
+    assert stream.last["code"] == "storage_unavailable"
+    # Numbered as the last event the log had: a rejoin from there misses nothing.
+    assert stream.ids[-1] == stream.ids[-2]
 
 
 def test_a_database_recreated_empty_gets_its_schema_back_before_the_server_says_ready(

@@ -60,7 +60,7 @@ from app.core.runs.events import (
     run_error_event,
     stream_run,
 )
-from app.core.runs.log import Entry, LogWriter, decode, is_terminal
+from app.core.runs.log import Entry, LogWriter, decode, encode, is_terminal
 from app.core.runs.prepare import (
     CALL_ABANDONED,
     PreparedRun,
@@ -79,6 +79,7 @@ from app.core.runs.threads import (
 )
 from app.core.runs.turns import Turns
 from app.core.storage.backends import end_cut_write, open_storage
+from app.core.storage.failures import is_lost
 from app.core.storage.first_read import reuse
 from app.core.storage.runs import (
     MultitaskStrategy,
@@ -530,7 +531,23 @@ class AgentService:
     async def _stored_entries(
         self, stored: StoredRun, after: int
     ) -> AsyncGenerator[list[Entry], None]:
-        """A run another process executes (or executed): its log, polled until it ends."""
+        """A run another process executes (or executed): its log, polled until it ends.
+
+        A database lost meanwhile ends it with RUN_ERROR `storage_unavailable`, numbered
+        as the last event sent (it is in no log: a rejoin from there gets what followed).
+        """
+        try:
+            async for batch in self._polled_entries(stored, after):
+                after = batch[-1].seq
+                yield batch
+        except Exception as exc:
+            if not is_lost(exc):
+                raise
+            yield [Entry(after, encode(run_error(exc)))]
+
+    async def _polled_entries(
+        self, stored: StoredRun, after: int
+    ) -> AsyncGenerator[list[Entry], None]:
         record = stored.record
         while True:
             rows = await self.store.events(record.thread_id, record.run_id, after)
