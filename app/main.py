@@ -168,18 +168,18 @@ def _announce(config: uvicorn.Config, sock: socket.socket) -> None:
 
 
 def _supervise(config: uvicorn.Config, sock: socket.socket) -> int:
-    """Run `config.workers` worker processes on one socket bound here (`app.http.workers`
-    spreads its connections by load); the exit status.
+    """Run `config.workers` worker processes on one socket bound here; the exit status.
 
-    uvicorn's supervisor forwards SIGINT/SIGTERM to every worker and waits for them all.
+    uvicorn's own supervisor: it forwards SIGINT/SIGTERM to every worker and waits for
+    them all; the kernel hands each connection to whichever worker accepts first.
     """
     from uvicorn.config import STARTUP_FAILURE
-
-    from app.http.workers import supervise
+    from uvicorn.supervisors import Multiprocess
 
     _announce(config, sock)  # as uvicorn's own bind does: the children listen on it soon
+    supervisor = Multiprocess(config, sockets=[sock])
     try:
-        supervisor = supervise(config, sock)
+        supervisor.run()
     finally:
         sock.close()
     # A worker that failed before serving (its database, say) stopped them all: not clean.
