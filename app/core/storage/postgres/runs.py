@@ -4,9 +4,10 @@
 connection. A write runs all its statements in one transaction there; the two on every
 run's path take fewer round trips: a log write is one statement (`write`), a decision
 two (`_decide`: the lock and the reads, then the writes and the commit, each a pipeline
-of prepared statements). The queries are `app.core.storage.sql`'s, `?` placeholders turned into psycopg's `%s`. Times stay
-epoch seconds (`double precision`), so records read the same as on SQLite. `setup()` is
-idempotent and runs under the set-up lock (`app.core.storage.postgres.connection.open_pool`).
+of prepared statements). The queries are `app.core.storage.sql`'s, `?` placeholders
+turned into psycopg's `%s`. Times stay epoch seconds (`double precision`), so records
+read the same as on SQLite. `setup()` is idempotent and runs under the set-up lock
+(`app.core.storage.postgres.connection.open_pool`).
 """
 
 from __future__ import annotations
