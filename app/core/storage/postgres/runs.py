@@ -282,9 +282,7 @@ class PostgresRunStore(SqlRunStore):
         # Shielded: the transaction completes even when the awaiting task is cancelled.
         await asyncio.shield(self._run_decision(thread_id, reads, decide))
 
-    async def _run_decision(
-        self, thread_id: str, reads: Sequence[Step], decide: Decision
-    ) -> None:
+    async def _run_decision(self, thread_id: str, reads: Sequence[Step], decide: Decision) -> None:
         # Two round trips, however many statements, each a prepared statement: the lock
         # and the reads in one pipeline, then the writes and the commit in another. Each
         # statement still reads what was committed before it: the lock's holder's
