@@ -77,7 +77,6 @@ from app.core.runs.threads import (
     run_config,
 )
 from app.core.storage.backends import end_cut_write, open_storage
-from app.core.storage.first_read import reuse
 from app.core.storage.runs import (
     MultitaskStrategy,
     RunEnd,
@@ -337,7 +336,6 @@ class AgentService:
             run.prepared = prepared
             watch.entered(None if resumed else run.request.get("resume"))
             metadata = {**prepared.config.get("metadata", {}), RUN_KEY: run.run_id}
-            reuse(None if resumed else prepared.read)  # this task's own context
             events = stream_run(
                 graph,
                 thread_id=run.thread_id,

@@ -31,7 +31,6 @@ from langgraph.checkpoint.postgres.base import WRITES_IDX_MAP
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from psycopg.types.json import Jsonb
 
-from app.core.storage.first_read import FirstReadReused
 from app.core.storage.postgres.connection import Pool
 
 # The saver's UPSERT_CHECKPOINT_BLOBS_SQL and UPSERT_CHECKPOINTS_SQL in one statement.
@@ -80,7 +79,7 @@ def _write_params(thread_id: str, ns: str, rows: Sequence[WriteRow]) -> dict[str
     }
 
 
-class PooledPostgresSaver(FirstReadReused, AsyncPostgresSaver):
+class PooledPostgresSaver(AsyncPostgresSaver):
     """`AsyncPostgresSaver` on a pool of `size` connections (see the module)."""
 
     def __init__(self, pool: Pool, *, size: int) -> None:

@@ -30,7 +30,6 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from app.core.storage.first_read import FirstReadReused
 from app.core.storage.sqlite.connection import SqliteConnection
 
 # The saver's own statements.
@@ -46,7 +45,7 @@ UPSERT_WRITES = _PUT_WRITES.format(action="REPLACE")  # special channels (an int
 INSERT_WRITES = _PUT_WRITES.format(action="IGNORE")
 
 
-class OneHopSqliteSaver(FirstReadReused, AsyncSqliteSaver):
+class OneHopSqliteSaver(AsyncSqliteSaver):
     """`AsyncSqliteSaver` whose `aput` and `aput_writes` are one transaction in one hop."""
 
     def __init__(self, conn: aiosqlite.Connection, writer: SqliteConnection) -> None:
