@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 # What each worker process of `serve --workers N` imports and calls for its app.
 WORKER_APP = "app.main:worker_app"
+# How long a `--workers` child may take to start before its supervisor gives up on it.
+WORKER_STARTUP_S = 60
 
 CONFIGURATION_ERROR = "react-agent: configuration error: {where}: {what}\n"
 PORT_TAKEN = (
@@ -160,6 +162,10 @@ def _uvicorn_config(
         access_log=False,
         # Streams get the grace period (sse-starlette), then the runs are left to resume.
         timeout_graceful_shutdown=int(settings.agent_shutdown_grace_s) + 2,
+        # A worker imports the graphs and opens its database before it answers the
+        # supervisor; on a loaded machine that took over uvicorn's 5 s, and the supervisor
+        # killed and restarted it, again and again.
+        timeout_worker_healthcheck=WORKER_STARTUP_S,
     )
 
 
@@ -172,18 +178,18 @@ def _announce(config: uvicorn.Config, sock: socket.socket) -> None:
 
 
 def _supervise(config: uvicorn.Config, sock: socket.socket) -> int:
-    """Run `config.workers` worker processes on one socket bound here (`app.http.workers`
-    spreads its connections by load); the exit status.
+    """Run `config.workers` worker processes on one socket bound here; the exit status.
 
-    uvicorn's supervisor forwards SIGINT/SIGTERM to every worker and waits for them all.
+    uvicorn's own supervisor: it forwards SIGINT/SIGTERM to every worker and waits for
+    them all; the kernel hands each connection to whichever worker accepts first.
     """
     from uvicorn.config import STARTUP_FAILURE
-
-    from app.http.workers import supervise
+    from uvicorn.supervisors import Multiprocess
 
     _announce(config, sock)  # as uvicorn's own bind does: the children listen on it soon
+    supervisor = Multiprocess(config, sockets=[sock])
     try:
-        supervisor = supervise(config, sock)
+        supervisor.run()
     finally:
         sock.close()
     # A worker that failed before serving (its database, say) stopped them all: not clean.

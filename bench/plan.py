@@ -189,6 +189,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--workers-clients", type=int, help="clients in the workers comparison")
     p.add_argument("--workers-runs", type=int, help="runs per batch in the workers comparison")
     p.add_argument(
+        "--workers-latency", type=float, help="model latency (ms) in the workers comparison"
+    )
+    p.add_argument(
         "--base",
         metavar="REF",
         help=f"git ref the base/* targets serve (default {BASELINE_REF[:12]}, before issue 11)",
@@ -241,6 +244,7 @@ def plan_from_args(argv: Sequence[str] | None) -> Plan:
         "serve_workers": "serve_workers",
         "workers_clients": "workers_clients",
         "workers_runs": "workers_batch_runs",
+        "workers_latency": "workers_latency_ms",
         "base": "base_ref",
         "base_endpoints": "base_endpoints",
         "growth_marks": "growth_marks",

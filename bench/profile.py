@@ -195,8 +195,7 @@ LAYERS_BY_COMPONENT: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     for name, pattern in (
         (
             "savers: reads and writes (SQL, rows; not serde)",
-            r"^(langgraph/checkpoint/(sqlite|postgres)/|app/core/storage/first_read\.py"
-            r"|app/core/storage/(sqlite|postgres)/saver\.py)",
+            r"^(langgraph/checkpoint/(sqlite|postgres)/|app/core/storage/(sqlite|postgres)/saver\.py)",
         ),
         (
             "database drivers (aiosqlite, sqlite3, psycopg, our connections)",

@@ -9,7 +9,7 @@ pyproject.toml, so the upgrade that would break one is a deliberate one, made he
 What uses only public APIs is not listed. Sections: the OpenAI SDK and langchain-openai
 (graphs/model.py, app/core/observability/telemetry.py), langchain-core (graphs/
 text_mode.py), the MCP SDK (tools/mcp/tushare_client.py), LangGraph (app/core/runs/
-threads.py), uvicorn (app/http/workers.py, app/http/deadlines.py).
+threads.py), uvicorn (app/main.py, app/http/deadlines.py).
 
 The last section checks what the tests themselves assume of llama.cpp's llama-server
 (tests/support/llama.py), which no upstream documents either.
@@ -495,59 +495,27 @@ async def test_an_interrupted_send_task_points_into_the_checkpoint_pending_sends
     assert await _interrupted_calls(graph, snapshot) == expected, mend(THREADS, "the mapping")
 
 
-# --- uvicorn: app/http/workers.py -----------------------------------------------------
+# --- uvicorn: app/main.py ---------------------------------------------------------
 
-WORKERS = "app/http/workers.py (BalancedProcess, BalancedServer, supervise)"
+WORKERS = "app/main.py (_supervise)"
+
+
+def test_the_supervisor_takes_the_config_and_the_sockets_its_workers_serve() -> None:
+    assert parameters(Multiprocess.__init__) == ["self", "config", "sockets"], mend(
+        WORKERS, "Multiprocess(config, sockets)"
+    )
+    assert callable(getattr(Multiprocess, "run", None)), mend(WORKERS, "Multiprocess.run()")
+    # What the exit status is read from once every worker has stopped.
+    assert isinstance(Multiprocess(uvicorn.Config(app=_app), sockets=[]).processes, list), mend(
+        WORKERS, "Multiprocess.processes"
+    )
+    assert isinstance(inspect.getattr_static(multiprocess.Process, "exitcode"), property), mend(
+        WORKERS, "multiprocess.Process.exitcode"
+    )
 
 
 async def _app(scope: Any, receive: Any, send: Any) -> None:
     """An ASGI app that is never called: uvicorn's objects only need one to be made."""
-
-
-def test_the_supervisor_makes_its_workers_from_the_module_process_class() -> None:
-    makers = [
-        Multiprocess.init_processes,
-        Multiprocess.restart_all,
-        Multiprocess.keep_subprocess_alive,
-    ]
-    for maker in makers:
-        assert "Process" in maker.__code__.co_names, mend(
-            WORKERS, f"{maker.__qualname__} no longer makes multiprocess.Process workers"
-        )
-    assert parameters(multiprocess.Process.__init__) == ["self", "config", "sockets"], mend(
-        WORKERS, "multiprocess.Process(config, sockets)"
-    )
-
-
-def test_a_worker_process_builds_its_server_lazily_in_a_private_attribute() -> None:
-    process = multiprocess.Process(uvicorn.Config(app=_app), [])
-    try:
-        assert process._server is None, mend(WORKERS, "multiprocess.Process._server")
-        assert isinstance(inspect.getattr_static(multiprocess.Process, "server"), property), mend(
-            WORKERS, "multiprocess.Process.server is no longer a property"
-        )
-    finally:
-        process.parent_conn.close()
-        process.child_conn.close()
-
-
-def test_a_server_starts_up_without_listening_and_counts_its_connections() -> None:
-    config = uvicorn.Config(app=_app)
-    config.load()
-    server = uvicorn.Server(config)
-    assert "sockets" in parameters(uvicorn.Server.startup), mend(WORKERS, "Server.startup")
-    assert isinstance(server.server_state.connections, set), mend(
-        WORKERS, "Server.server_state.connections"
-    )
-    lifespan = config.lifespan_class(config)
-    assert isinstance(getattr(lifespan, "state", None), dict), mend(
-        WORKERS, "the lifespan's state (Server.lifespan.state)"
-    )
-    protocol = parameters(config.http_protocol_class)
-    assert {"config", "server_state", "app_state"} <= set(protocol), mend(
-        WORKERS, f"the HTTP protocol class takes {protocol}"
-    )
-    assert isinstance(config.backlog, int), mend(WORKERS, "Config.backlog")
 
 
 # --- uvicorn: app/http/deadlines.py ---------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ag_ui.core import Message, ResumeEntry, TextPart, UserMessage
@@ -21,7 +21,6 @@ from langgraph.types import Command, StateSnapshot
 
 from app.core.errors import Conflict, Invalid
 from app.core.runs.threads import graph_of, run_config
-from app.core.storage.first_read import KeptRead, keep
 from graphs.tools_node import tool_reply
 from tools.interrupts import Cancelled, InvalidAnswer, validate_answer
 
@@ -61,8 +60,7 @@ class PreparedRun:
 
     `known` holds the ids of the messages the thread had before, plus the input's:
     whatever else the thread holds after the run is what the run added. `checkpoint_id`
-    is the checkpoint the run starts from (None: a new thread); `read` is the checkpoint
-    as read for the check, for the graph to start from (`app.core.storage.first_read`).
+    is the checkpoint the run starts from (None: a new thread).
     """
 
     thread_id: str
@@ -70,7 +68,6 @@ class PreparedRun:
     config: RunnableConfig
     known: frozenset[str]
     checkpoint_id: str | None = None
-    read: KeptRead = field(default_factory=KeptRead, compare=False, repr=False)
 
 
 def check_thread_id(thread_id: str) -> str:
@@ -101,8 +98,7 @@ async def prepare_run(
     at = config
     if checkpoint_id is not None:
         at = {**config, "configurable": {**config["configurable"], "checkpoint_id": checkpoint_id}}
-    with keep(KeptRead()) as read:
-        snapshot = await graph.aget_state(at)
+    snapshot = await graph.aget_state(at)
     start = (snapshot.config or {}).get("configurable", {}).get("checkpoint_id")
     owner = graph_of(snapshot)
     if owner is not None and owner != graph_id:
@@ -113,7 +109,7 @@ async def prepare_run(
     if resume:
         answers = _answers(snapshot, thread_id, resume, max_message_bytes)
         command: Command[Any] = Command(resume=answers)
-        return PreparedRun(thread_id, command, config, frozenset(seen), start, read)
+        return PreparedRun(thread_id, command, config, frozenset(seen), start)
     if snapshot.interrupts:
         ids = ", ".join(pending.id for pending in snapshot.interrupts)
         raise Conflict("awaiting_answers", AWAITING_ANSWERS.format(thread_id=thread_id, ids=ids))
@@ -134,7 +130,7 @@ async def prepare_run(
         raise Conflict("no_new_message", NO_NEW_MESSAGE)
     added = [*abandoned_calls(history, CALL_INTERRUPTED), *new]
     known = frozenset(seen | {message.id for message in added if message.id})
-    return PreparedRun(thread_id, {"messages": added}, config, known, start, read)
+    return PreparedRun(thread_id, {"messages": added}, config, known, start)
 
 
 def _answers(

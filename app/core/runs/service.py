@@ -80,7 +80,6 @@ from app.core.runs.threads import (
 from app.core.runs.turns import Turns
 from app.core.storage.backends import end_cut_write, open_storage
 from app.core.storage.failures import is_lost
-from app.core.storage.first_read import reuse
 from app.core.storage.runs import (
     MultitaskStrategy,
     RunEnd,
@@ -351,7 +350,6 @@ class AgentService:
             run.prepared = prepared
             watch.entered(None if resumed else run.request.get("resume"))
             metadata = {**prepared.config.get("metadata", {}), RUN_KEY: run.run_id}
-            reuse(None if resumed else prepared.read)  # this task's own context
             events = stream_run(
                 graph,
                 thread_id=run.thread_id,

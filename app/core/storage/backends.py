@@ -207,10 +207,7 @@ async def _open_postgres(
                 if await restore_schema(db, pool, prepare=prepare, present=present, setup=setup):
                     logger.warning(SCHEMA_RESTORED)
 
-        try:
-            yield Storage(saver, PostgresRunStore(pool, listen=connector(db)), schema)
-        finally:
-            await saver.settled()  # writes still waiting for a checkpoint, before the pool goes
+        yield Storage(saver, PostgresRunStore(pool, listen=connector(db)), schema)
 
 
 async def end_cut_write(saver: BaseCheckpointSaver) -> None:
@@ -222,14 +219,9 @@ async def end_cut_write(saver: BaseCheckpointSaver) -> None:
     (the writer's), even after `close()` if a cut cursor is still referenced. Under the
     lock, any open transaction is such a cut write. The PostgreSQL saver writes in
     autocommit, and its pool rolls back (or closes) a connection a cancelled statement
-    left busy before reusing it; its tasks' writes that wait for a checkpoint are
-    committed first, so that what the stopped run left is read whole.
+    left busy before reusing it: nothing to settle there.
     """
     if isinstance(saver, AsyncSqliteSaver):
         async with saver.lock:
             if saver.conn.in_transaction:
                 await saver.conn.rollback()
-        return
-    settled = getattr(saver, "settled", None)  # PooledPostgresSaver, imported only on demand
-    if settled is not None:
-        await settled()

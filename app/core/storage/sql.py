@@ -18,7 +18,6 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from app.core.storage.runs import (
@@ -61,20 +60,6 @@ INSERT_THREAD = (
 Step = tuple[str, Any]  # (sql, params): params a tuple, or a list of tuples for many rows
 # Given the rows of each read, the writes to make in the same transaction.
 Decision = Callable[[list[list[Sequence[Any]]]], Sequence[Step]]
-
-
-@dataclass(frozen=True, slots=True)
-class Guess:
-    """The rows a decision's reads most often find, and when its writes are those anyway.
-
-    `holds` is an SQL condition (with its parameters), read after the lock: true exactly
-    when the decision on the real rows writes what it writes on `rows`. A backend may
-    then send the reads, the condition and those writes at once, each write made only if
-    the condition holds, and decide from the real rows afterwards.
-    """
-
-    rows: list[list[Sequence[Any]]]
-    holds: Step
 
 
 def stored_run(row: Sequence[Any]) -> StoredRun:
@@ -161,28 +146,10 @@ class SqlRunStore(ABC):
         the transaction.
         """
 
-    async def _decide(
-        self,
-        thread_id: str,
-        reads: Sequence[Step],
-        decide: Decision,
-        *,
-        guess: Guess | None = None,
-    ) -> None:
-        """In one transaction that holds `thread_id` against every other process doing
-        the same: run `reads`, then the writes `decide` returns for their rows.
-
-        With a `guess`, a backend may also call `decide` on its rows first (its writes
-        then made only if the guess holds); it is called on the real rows in any case,
-        last. By default the guess goes unused.
-        """
-        await self._decide_on_reads(thread_id, reads, decide)
-
     @abstractmethod
-    async def _decide_on_reads(
-        self, thread_id: str, reads: Sequence[Step], decide: Decision
-    ) -> None:
-        """`_decide` without a guess: the reads, then the writes for their rows."""
+    async def _decide(self, thread_id: str, reads: Sequence[Step], decide: Decision) -> None:
+        """In one transaction that holds `thread_id` against every other process doing
+        the same: run `reads`, then the writes `decide` returns for their rows."""
 
     @abstractmethod
     async def _read(self, sql: str, params: tuple[Any, ...]) -> list[Sequence[Any]]:
@@ -436,18 +403,8 @@ class SqlRunStore(ABC):
                 ("SELECT 1 FROM agent_runs WHERE thread_id=? AND run_id=?", (thread_id, run_id)),
             ),
             decide,
-            # Most runs find their thread free: nothing active, the run id unused. The
-            # writes are then the same whatever ended lately (which makes them stale).
-            guess=Guess(
-                [[], []],
-                (
-                    "NOT EXISTS (SELECT 1 FROM agent_runs WHERE thread_id=?"
-                    f" AND ({ACTIVE_SQL} OR run_id=?))",
-                    (thread_id, run_id),
-                ),
-            ),
         )
-        return decided[-1]  # the decision on the real rows
+        return decided[-1]
 
     async def claim_turn(self, thread_id: str, run_id: str, owner: str, ttl_s: float) -> bool:
         return await self.claim_head(thread_id, (run_id,), owner, ttl_s) == run_id

@@ -4,13 +4,12 @@
 connection. A write runs all its statements in one transaction there; the two on every
 run's path take fewer round trips: a log write is one statement (`write`), a decision
 two (`_decide`: the lock and the reads, then the writes and the commit, each a pipeline
-of prepared statements), and an admission to a free thread one (its guess: the writes
-sent with the reads, made only if the thread is free). The queries
-are `app.core.storage.sql`'s, `?` placeholders turned into psycopg's `%s`. Times stay
-epoch seconds (`double precision`), so records read the same as on SQLite. A run's end
-is announced by a NOTIFY in the transaction that records it, heard by every process
-(`hear_ends`, `app.core.storage.postgres.listen`). `setup()` is
-idempotent and runs under the set-up lock (`app.core.storage.postgres.connection.open_pool`).
+of prepared statements). The queries are `app.core.storage.sql`'s, `?` placeholders
+turned into psycopg's `%s`. Times stay epoch seconds (`double precision`), so records
+read the same as on SQLite. A run's end is announced by a NOTIFY in the transaction that
+records it, heard by every process (`hear_ends`, `app.core.storage.postgres.listen`).
+`setup()` is idempotent and runs under the set-up lock
+(`app.core.storage.postgres.connection.open_pool`).
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ from app.core.storage.sql import (
     INSERT_THREAD,
     RUNS_FOR_THREADS,
     Decision,
-    Guess,
     SqlRunStore,
     Step,
 )
@@ -147,9 +145,6 @@ WRITE_ENDS = (
 RECHECK_S = 5.0
 # The second key keeps these locks apart from any other user of one-key advisory locks.
 LOCK_THREAD = "SELECT pg_advisory_xact_lock(hashtext(%s), 7)"
-# Whether a decision's guess holds (`runs_sql.Guess`), kept for the transaction's writes.
-SET_GUESS = "SELECT set_config('agent.guess', ({holds})::text, true)"
-IF_GUESSED = "current_setting('agent.guess') = 'true'"
 
 
 @lru_cache(maxsize=256)
@@ -160,35 +155,6 @@ def _pg(sql: str) -> str:
 
 def _statements(script: str) -> list[str]:
     return [statement for statement in script.split(";") if statement.strip()]
-
-
-def _guessed_writes(steps: Sequence[Step]) -> list[Step] | None:
-    """`steps` made only if the guess holds, or None when one of them cannot be.
-
-    An `INSERT ... VALUES (...) [ON CONFLICT ...]` becomes `INSERT ... SELECT ... WHERE`
-    the guess holds: the same row, or none.
-    """
-    guessed: list[Step] = []
-    for sql, params in steps:
-        head, found, tail = sql.partition(" VALUES (")
-        if not found or not head.startswith("INSERT ") or isinstance(params, list):
-            return None
-        end = _closing(tail)
-        if end is None or "?" in tail[end + 1 :]:  # parameters after the guess's place
-            return None
-        values, rest = tail[:end], tail[end + 1 :]
-        guessed.append((f"{head} SELECT {values} WHERE {IF_GUESSED}{rest}", params))
-    return guessed
-
-
-def _closing(text: str) -> int | None:
-    """Where the parenthesis open before `text` closes, or None if it does not."""
-    depth = 1
-    for index, char in enumerate(text):
-        depth += (char == "(") - (char == ")")
-        if depth == 0:
-            return index
-    return None
 
 
 async def _locked_reads(
@@ -334,48 +300,11 @@ class PostgresRunStore(SqlRunStore):
                     result = cursor.rowcount
             return result
 
-    async def _decide(
-        self,
-        thread_id: str,
-        reads: Sequence[Step],
-        decide: Decision,
-        *,
-        guess: Guess | None = None,
-    ) -> None:
-        await asyncio.shield(self._run_guess_or_decision(thread_id, reads, decide, guess))
+    async def _decide(self, thread_id: str, reads: Sequence[Step], decide: Decision) -> None:
+        # Shielded: the transaction completes even when the awaiting task is cancelled.
+        await asyncio.shield(self._run_decision(thread_id, reads, decide))
 
-    async def _run_guess_or_decision(
-        self, thread_id: str, reads: Sequence[Step], decide: Decision, guess: Guess | None
-    ) -> None:
-        guessed = None if guess is None else _guessed_writes(decide(guess.rows))
-        if guess is None or guessed is None:
-            await self._decide_on_reads(thread_id, reads, decide)
-            return
-        # One round trip: the lock, the reads, whether the guess holds, the writes made
-        # only if it does, the commit. When it does not, nothing was written: decide
-        # again the usual way.
-        holds, holds_params = guess.holds
-        async with self._pool.connection() as conn:
-            try:
-                async with conn.pipeline():
-                    cursors = await _locked_reads(conn, thread_id, reads)
-                    check = await conn.cursor(row_factory=tuple_row).execute(
-                        _pg(SET_GUESS.format(holds=holds)), holds_params
-                    )
-                    await _writes_and_commit(conn, guessed)
-                row = await check.fetchone()
-                rows = await _rows(cursors)
-            except BaseException:
-                await conn.rollback()
-                raise
-        if row is not None and row[0] == "true":
-            decide(rows)  # what the real rows decide: the same writes (see `Guess`)
-            return
-        await self._decide_on_reads(thread_id, reads, decide)
-
-    async def _decide_on_reads(
-        self, thread_id: str, reads: Sequence[Step], decide: Decision
-    ) -> None:
+    async def _run_decision(self, thread_id: str, reads: Sequence[Step], decide: Decision) -> None:
         # Two round trips, however many statements, each a prepared statement: the lock
         # and the reads in one pipeline, then the writes and the commit in another. Each
         # statement still reads what was committed before it: the lock's holder's

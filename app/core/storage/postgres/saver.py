@@ -8,12 +8,7 @@ rules; it differs where the saver assumes one shared connection or pays per row:
 - `aput` (a step's checkpoint and its channel blobs) and `aput_writes` (a task's writes)
   serialise their values here instead of on a worker thread (a thread hop per write for
   a few small values) and send one statement, the rows as arrays, instead of a pipeline
-  of one statement per row;
-- a task's writes wait `MERGE_TURNS` turns of the event loop for the thread's next
-  checkpoint (after the thread's checkpoint being written, if one is): the loop puts a
-  step's checkpoint right after its task's writes, and both then go in one statement,
-  one transaction instead of two. Either way `aput_writes` returns once its rows are
-  committed; writes to the special channels (an error, an interrupt) never wait.
+  of one statement per row.
 
 Every run writes both at each step, and the last of them delays the run's end.
 """
@@ -22,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -37,7 +31,6 @@ from langgraph.checkpoint.postgres.base import WRITES_IDX_MAP
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from psycopg.types.json import Jsonb
 
-from app.core.storage.first_read import FirstReadReused
 from app.core.storage.postgres.connection import Pool
 
 # The saver's UPSERT_CHECKPOINT_BLOBS_SQL and UPSERT_CHECKPOINTS_SQL in one statement.
@@ -64,26 +57,12 @@ SELECT %(thread_id)s, %(ns)s, * FROM unnest(
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) {action}
 """
 PUT_CHECKPOINT = f"WITH blobs AS ({_BLOBS}) {_CHECKPOINT}"
-PUT_CHECKPOINT_AND_WRITES = (
-    f"WITH blobs AS ({_BLOBS}), writes AS ({_WRITES.format(action='DO NOTHING')}) {_CHECKPOINT}"
-)
 UPSERT_WRITES = _WRITES.format(
     action="DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob"
 )
 INSERT_WRITES = _WRITES.format(action="DO NOTHING")
-# Enough for the loop's `aput` of a step: in the bench graph's runs 18 of every 20 task
-# writes went with a checkpoint.
-MERGE_TURNS = 3
 
 WriteRow = tuple[str, str, str, str, str, int, str, str, bytes]  # as the saver dumps them
-
-
-@dataclass(slots=True)
-class _Waiting:
-    """A thread's writes waiting for its next checkpoint; `done` once committed."""
-
-    rows: list[WriteRow]
-    done: asyncio.Future[None]
 
 
 def _write_params(thread_id: str, ns: str, rows: Sequence[WriteRow]) -> dict[str, Any]:
@@ -100,25 +79,12 @@ def _write_params(thread_id: str, ns: str, rows: Sequence[WriteRow]) -> dict[str
     }
 
 
-def _settle(waiting: _Waiting, error: BaseException | None) -> None:
-    if waiting.done.done():
-        return
-    if error is None:
-        waiting.done.set_result(None)
-    else:
-        waiting.done.set_exception(error)
-        waiting.done.exception()  # its writers may all be gone: never "not retrieved"
-
-
-class PooledPostgresSaver(FirstReadReused, AsyncPostgresSaver):
+class PooledPostgresSaver(AsyncPostgresSaver):
     """`AsyncPostgresSaver` on a pool of `size` connections (see the module)."""
 
     def __init__(self, pool: Pool, *, size: int) -> None:
         super().__init__(pool)
         self.lock = asyncio.Semaphore(size)  # type: ignore[assignment]
-        self._waiting: dict[tuple[str, str], _Waiting] = {}
-        self._flushes: set[asyncio.Task[None]] = set()
-        self._putting: dict[tuple[str, str], asyncio.Event] = {}  # a thread's aput underway
 
     async def aput(
         self,
@@ -157,27 +123,8 @@ class PooledPostgresSaver(FirstReadReused, AsyncPostgresSaver):
             "checkpoint": Jsonb(copy),
             "metadata": Jsonb(get_serializable_checkpoint_metadata(config, metadata)),
         }
-        thread = (thread_id, checkpoint_ns)
-        waiting = self._waiting.pop(thread, None)
-        putting = self._putting[thread] = asyncio.Event()
-        try:
-            if waiting is None:
-                async with self._cursor() as cur:
-                    await cur.execute(PUT_CHECKPOINT, params)
-            else:
-                params.update(_write_params(thread_id, checkpoint_ns, waiting.rows))
-                async with self._cursor() as cur:
-                    await cur.execute(PUT_CHECKPOINT_AND_WRITES, params)
-        except BaseException as exc:
-            if waiting is not None:
-                _settle(waiting, exc)
-            raise
-        finally:
-            putting.set()
-            if self._putting.get(thread) is putting:
-                del self._putting[thread]
-        if waiting is not None:
-            _settle(waiting, None)
+        async with self._cursor() as cur:
+            await cur.execute(PUT_CHECKPOINT, params)
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -185,11 +132,6 @@ class PooledPostgresSaver(FirstReadReused, AsyncPostgresSaver):
                 "checkpoint_id": checkpoint["id"],
             }
         }
-
-    async def settled(self) -> None:
-        """Once every task's writes that wait for a checkpoint are committed (or failed)."""
-        while self._flushes:
-            await asyncio.gather(*self._flushes, return_exceptions=True)
 
     async def aput_writes(
         self,
@@ -201,40 +143,6 @@ class PooledPostgresSaver(FirstReadReused, AsyncPostgresSaver):
         configurable = config["configurable"]
         key = (configurable["thread_id"], configurable["checkpoint_ns"])
         rows = self._dump_writes(*key, configurable["checkpoint_id"], task_id, task_path, writes)
-        if all(w[0] in WRITES_IDX_MAP for w in writes):
-            async with self._cursor() as cur:
-                await cur.execute(UPSERT_WRITES, _write_params(*key, rows))
-            return
-        waiting = self._waiting.get(key)
-        if waiting is None:
-            waiting = _Waiting([], asyncio.get_running_loop().create_future())
-            self._waiting[key] = waiting
-            flush = asyncio.create_task(self._flush(key, waiting))
-            self._flushes.add(flush)
-            flush.add_done_callback(self._flushes.discard)
-        waiting.rows.extend(rows)
-        # Shielded: a cancelled task's committed-or-not writes are decided by the flush.
-        await asyncio.shield(waiting.done)
-
-    async def _flush(self, key: tuple[str, str], waiting: _Waiting) -> None:
-        """Write `waiting` on its own unless the thread's next `aput` took it meanwhile."""
-        for _ in range(MERGE_TURNS):
-            await asyncio.sleep(0)
-        putting = self._putting.get(key)
-        if putting is not None and self._waiting.get(key) is waiting:
-            # The loop puts a step's checkpoint after the previous one is committed.
-            await putting.wait()
-            for _ in range(MERGE_TURNS):
-                await asyncio.sleep(0)
-        if self._waiting.get(key) is not waiting:
-            return
-        del self._waiting[key]
-        try:
-            async with self._cursor() as cur:
-                await cur.execute(INSERT_WRITES, _write_params(*key, waiting.rows))
-        except BaseException as exc:
-            _settle(waiting, exc)
-            if not isinstance(exc, Exception):
-                raise
-            return
-        _settle(waiting, None)
+        query = UPSERT_WRITES if all(w[0] in WRITES_IDX_MAP for w in writes) else INSERT_WRITES
+        async with self._cursor() as cur:
+            await cur.execute(query, _write_params(*key, rows))

@@ -137,11 +137,8 @@ class SqliteRunStore(SqlRunStore):
     async def _transaction(self, steps: Sequence[Step], *, fetch: bool = False) -> Any:
         return await self._db.transaction(partial(_run_steps, steps=steps, fetch=fetch))
 
-    async def _decide_on_reads(
-        self, thread_id: str, reads: Sequence[Step], decide: Decision
-    ) -> None:
+    async def _decide(self, thread_id: str, reads: Sequence[Step], decide: Decision) -> None:
         # BEGIN IMMEDIATE takes the file's write lock: every process's decision is serial.
-        # One hop to the writer whatever the rows: a guess would save nothing.
         await self._db.transaction(partial(_run_decision, reads=reads, decide=decide))
 
     async def _read(self, sql: str, params: tuple[Any, ...]) -> list[Sequence[Any]]:

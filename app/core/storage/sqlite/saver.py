@@ -6,8 +6,9 @@ step's checkpoint) and `aput_writes` (a task's writes) run as one transaction on
 process's writer connection (`app.core.storage.sqlite.connection`) instead of a
 statement and a commit sent one at a time, which held the file's write lock while the
 event loop came back between them: another process's writers slept in SQLite's busy
-handler meanwhile. Under `serve --workers 2` at full load that left 0.28-0.33 of the 2
-cores idle; in one hop, 0.13-0.16.
+handler meanwhile (with `serve --workers` their cores idle), and a run cancelled between
+the statement and its commit left the lock held until that connection's next commit. Its
+measured worth: bench/RESULTS.md, issue 27.3.
 
 Every run writes both at each step, and the last of them delays the run's end.
 """
@@ -30,7 +31,6 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from app.core.storage.first_read import FirstReadReused
 from app.core.storage.sqlite.connection import SqliteConnection
 
 # The saver's own statements.
@@ -46,7 +46,7 @@ UPSERT_WRITES = _PUT_WRITES.format(action="REPLACE")  # special channels (an int
 INSERT_WRITES = _PUT_WRITES.format(action="IGNORE")
 
 
-class OneHopSqliteSaver(FirstReadReused, AsyncSqliteSaver):
+class OneHopSqliteSaver(AsyncSqliteSaver):
     """`AsyncSqliteSaver` whose `aput` and `aput_writes` are one transaction in one hop."""
 
     def __init__(self, conn: aiosqlite.Connection, writer: SqliteConnection) -> None:
