@@ -526,7 +526,12 @@ async def get_thread(
 @api.delete(
     "/threads/{thread_id}",
     status_code=204,
-    responses={**IDS, **errors((409, "the thread has a run in progress"))},
+    responses={
+        **IDS,
+        **errors(
+            (404, "no such thread (or deleted already)"), (409, "the thread has a run in progress")
+        ),
+    },
 )
 async def forget_thread(thread_id: ThreadId, agents: Agents) -> Response:
     """Forget the thread and its runs (refused while a run is in progress)."""

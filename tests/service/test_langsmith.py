@@ -75,10 +75,32 @@ def scripted_run(server: ServerProcess, llm: ScriptedLLM, thread_id: str) -> dic
     finally:
         api.close()
     return {
-        "events": neutral(stream.events),
+        "events": neutral(joined_deltas(stream.events)),
         "thread": neutral(view),
         "model saw": neutral(llm.requests),
     }
+
+
+# Streamed pieces and the field naming what they belong to: where one piece ends and the
+# next begins follows the run log's write timing (docs/api.md), not what was streamed.
+DELTAS = {
+    "TEXT_MESSAGE_CONTENT": "messageId",
+    "REASONING_MESSAGE_CONTENT": "messageId",
+    "TOOL_CALL_ARGS": "toolCallId",
+}
+
+
+def joined_deltas(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`events` with each run of consecutive pieces of one stream joined into one."""
+    out: list[dict[str, Any]] = []
+    for event in events:
+        key = DELTAS.get(event["type"])
+        last = out[-1] if out else None
+        if key and last and last["type"] == event["type"] and last[key] == event[key]:
+            out[-1] = {**last, "delta": last["delta"] + event["delta"]}
+        else:
+            out.append(event)
+    return out
 
 
 def neutral(data: Any) -> Any:

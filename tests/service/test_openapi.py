@@ -58,7 +58,7 @@ max-steps = 8
 REQUEST_TIMEOUT_S = 10
 CASES_LIMIT_S = 600  # examples, coverage, fuzzing: bounded by counts; this only stops a hang
 STATEFUL_BUDGET_S = 45  # then schemathesis is interrupted (SIGINT) and reports
-GRACE_S = 60  # for it to stop and report; past that it is killed and the test fails
+GRACE_S = 120  # for it to stop and report (loaded, it once took over 60 s); then the test fails
 # Links the stateful phase must have followed: fewer means it no longer reaches real runs.
 MIN_LINKS_COVERED = 8
 
@@ -216,7 +216,9 @@ def test_each_route_documents_what_it_answers() -> None:
     assert responses["POST /api/threads/{thread_id}/runs/{run_id}/cancel"] == {
         "202", "404", "409", "415", "422", "431", "503"
     }  # fmt: skip
-    assert responses["DELETE /api/threads/{thread_id}"] == {"204", "409", "422", "431", "503"}
+    assert responses["DELETE /api/threads/{thread_id}"] == {
+        "204", "404", "409", "422", "431", "503"
+    }  # fmt: skip
     assert responses["GET /api/threads"] == {"200", "404", "422", "431", "503"}
     assert responses["PATCH /api/threads/{thread_id}"] == {
         "200", "400", "404", "408", "413", "415", "422", "431", "503"

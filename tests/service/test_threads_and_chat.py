@@ -58,6 +58,8 @@ def test_a_forgotten_thread_is_gone(api: Api, llm: ScriptedLLM, thread_id: str) 
     missing = api.http.get(f"/api/threads/{thread_id}")
     assert missing.status_code == 404
     assert missing.json()["code"] == "unknown_thread"
+    again = api.http.delete(f"/api/threads/{thread_id}")
+    assert (again.status_code, again.json()["code"]) == (404, "unknown_thread")
 
 
 def test_chat_runs_interrupt_then_resume_as_plain_json(

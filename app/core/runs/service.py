@@ -37,6 +37,7 @@ from ag_ui.core import (
 )
 from ag_ui.core.events import RunFinishedInterruptOutcome
 from langchain_core.messages import AnyMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 from pydantic import TypeAdapter
@@ -617,12 +618,15 @@ class AgentService:
         return summary if title == summary.title else summary.model_copy(update={"title": title})
 
     async def forget_thread(self, thread_id: str) -> None:
-        """Forget the thread's checkpoints and runs (refused while a run is active)."""
-        busy = bool(self._threads.get(check_thread_id(thread_id))) or any(
-            record.active for record in await self.store.of_thread(thread_id)
-        )
-        if busy:
+        """Forget the thread's checkpoints and runs (refused while a run is active);
+        NotFound when there is no such thread (one deleted already included)."""
+        held = bool(self._threads.get(check_thread_id(thread_id)))
+        records = await self.store.of_thread(thread_id)
+        if held or any(record.active for record in records):
             raise Conflict("thread_busy", THREAD_RUNNING.format(thread_id=thread_id))
+        config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        if not records and await self.saver.aget_tuple(config) is None:
+            raise NotFound("unknown_thread", UNKNOWN_THREAD.format(thread_id=thread_id))
         await delete_thread(self.saver, thread_id)
         await self.store.forget_thread(thread_id)
         await self.store.scrub()  # what the thread said leaves the files now, not some day
