@@ -45,7 +45,7 @@ from langgraph.checkpoint.base.id import uuid6
 from app.core.storage.backends import open_checkpointer
 from app.core.storage.sqlite.connection import SqliteConnection, open_sqlite
 from app.core.storage.sqlite.runs import SqliteRunStore, open_sqlite_run_store
-from app.core.storage.sqlite.saver import OneHopSqliteSaver
+from app.core.storage.sqlite.saver import WriterSqliteSaver
 
 CHECKPOINTS = 10
 MESSAGE_CHARS = 400
@@ -60,7 +60,7 @@ class Copy:
 
     name: str
     path: Path
-    saver: OneHopSqliteSaver
+    saver: WriterSqliteSaver
     store: SqliteRunStore
     times_ms: list[float] = field(default_factory=list)
 
@@ -72,12 +72,12 @@ def _text(n: int) -> str:
 @asynccontextmanager
 async def _opened(
     path: Path,
-) -> AsyncIterator[tuple[OneHopSqliteSaver, SqliteRunStore, SqliteConnection]]:
+) -> AsyncIterator[tuple[WriterSqliteSaver, SqliteRunStore, SqliteConnection]]:
     async with AsyncExitStack() as stack:
         writer = await stack.enter_async_context(open_sqlite(path))
         saver = await stack.enter_async_context(open_checkpointer(path, writer=writer))
         store = await stack.enter_async_context(open_sqlite_run_store(path, writer=writer))
-        assert isinstance(saver, OneHopSqliteSaver)
+        assert isinstance(saver, WriterSqliteSaver)
         yield saver, store, writer
 
 

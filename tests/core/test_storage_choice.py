@@ -20,7 +20,7 @@ from app.core.storage.backends import open_storage
 from app.core.storage.postgres.runs import PostgresRunStore
 from app.core.storage.postgres.saver import PooledPostgresSaver
 from app.core.storage.sqlite.runs import SqliteRunStore
-from app.core.storage.sqlite.saver import OneHopSqliteSaver
+from app.core.storage.sqlite.saver import WriterSqliteSaver
 from app.settings import PostgresDb, Settings, SqliteDb
 from tests.support.processes import refused_port
 from tools.secrets import redactor_for
@@ -135,7 +135,7 @@ async def test_sqlite_and_postgres_each_open_their_own_saver_and_run_store(
     async with open_storage(Settings(agent_db=postgres_url)) as (saver, runs, _):
         on_postgres = (type(saver), type(runs))
 
-    assert on_sqlite == (OneHopSqliteSaver, SqliteRunStore)
+    assert on_sqlite == (WriterSqliteSaver, SqliteRunStore)
     assert on_postgres == (PooledPostgresSaver, PostgresRunStore)
 
 

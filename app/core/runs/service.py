@@ -79,7 +79,7 @@ from app.core.runs.threads import (
     run_config,
 )
 from app.core.runs.turns import Turns
-from app.core.storage.backends import end_cut_write, open_storage
+from app.core.storage.backends import open_storage, settle_cancelled_writes
 from app.core.storage.failures import is_lost
 from app.core.storage.runs import (
     MultitaskStrategy,
@@ -370,7 +370,7 @@ class AgentService:
                     status, error = _status_after(event, status, error)
         except asyncio.CancelledError:
             _uncancel()
-            await end_cut_write(self.saver)
+            await settle_cancelled_writes(self.saver)
             if run.phase == "suspending":
                 watch.finish("suspended", None)
                 run.log.close()

@@ -5,7 +5,7 @@ AGENT_DB (`app.settings.SqliteDb` | `PostgresDb`), and yields the checkpointer a
 run store (`app.core.storage.runs.RunStore`) on the same database:
 
 - SQLite: LangGraph's async SQLite saver on the file (WAL mode), its writes made by
-  `OneHopSqliteSaver` on the process's writer connection
+  `WriterSqliteSaver` on the process's writer connection
   (`app.core.storage.sqlite.connection`), which the run store uses too;
 - PostgreSQL: one pool (AGENT_DB_POOL_SIZE connections at most) shared by LangGraph's
   `AsyncPostgresSaver` and the run store; both schemas are set up (when not current
@@ -41,7 +41,7 @@ from app.core.storage.runs import RunStore
 from app.core.storage.sqlite import connection as sqlite_connection
 from app.core.storage.sqlite.connection import SqliteConnection, open_sqlite
 from app.core.storage.sqlite.runs import open_sqlite_run_store
-from app.core.storage.sqlite.saver import OneHopSqliteSaver
+from app.core.storage.sqlite.saver import WriterSqliteSaver
 from app.settings import PostgresDb, Settings, SqliteDb
 
 if TYPE_CHECKING:
@@ -144,12 +144,12 @@ async def open_checkpointer(
         # The writer's settings: LangGraph deletes a thread's checkpoints on this one.
         for pragma in sqlite_connection.PRAGMAS:
             await conn.execute(pragma)
-        saver = OneHopSqliteSaver(conn, writer)
+        saver = WriterSqliteSaver(conn, writer)
         await saver.setup()
         try:
             yield saver
         finally:
-            await end_cut_write(saver)
+            await settle_cancelled_writes(saver)
 
 
 @asynccontextmanager
@@ -210,7 +210,7 @@ async def _open_postgres(
         yield Storage(saver, PostgresRunStore(pool, listen=connector(db)), schema)
 
 
-async def end_cut_write(saver: BaseCheckpointSaver) -> None:
+async def settle_cancelled_writes(saver: BaseCheckpointSaver) -> None:
     """Settle the checkpoint writes a cancelled run left: cut ones rolled back, others committed.
 
     The SQLite saver's writes that are still LangGraph's own (a thread's deletion) commit

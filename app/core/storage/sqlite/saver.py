@@ -1,6 +1,6 @@
-"""LangGraph's `AsyncSqliteSaver`, its two writes each made in one hop by our writer.
+"""LangGraph's `AsyncSqliteSaver`, its two writes each one transaction on our writer.
 
-`OneHopSqliteSaver(conn, writer)` reads through LangGraph's own code on `conn` (an
+`WriterSqliteSaver(conn, writer)` reads through LangGraph's own code on `conn` (an
 aiosqlite connection) and has the same tables, rows and conflict rules. Its `aput` (a
 step's checkpoint) and `aput_writes` (a task's writes) run as one transaction on the
 process's writer connection (`app.core.storage.sqlite.connection`) instead of a
@@ -46,8 +46,9 @@ UPSERT_WRITES = _PUT_WRITES.format(action="REPLACE")  # special channels (an int
 INSERT_WRITES = _PUT_WRITES.format(action="IGNORE")
 
 
-class OneHopSqliteSaver(AsyncSqliteSaver):
-    """`AsyncSqliteSaver` whose `aput` and `aput_writes` are one transaction in one hop."""
+class WriterSqliteSaver(AsyncSqliteSaver):
+    """`AsyncSqliteSaver` whose `aput` and `aput_writes` are each one transaction on the
+    process's writer connection."""
 
     def __init__(self, conn: aiosqlite.Connection, writer: SqliteConnection) -> None:
         super().__init__(conn)
