@@ -2,11 +2,12 @@
 
 A run is `(threadId, runId)` with its graph, status and times; its event log holds
 every AG-UI event it sent, as the JSON a client received, under its sequence number
-(1, 2, 3, ...); the thread list keeps one row per thread with runs (graph, title,
-latest activity). They live in the checkpoints' database, in the tables agent_runs,
-agent_run_events and agent_threads, plus agent_thread_leases (which run of which
-process holds a thread, until when) and agent_replicas (until when each process is
-known alive: its queued runs are its until then).
+(1, 2, 3, ...); the thread list keeps one row per thread with runs (graph, title, who
+set the title, where the thread was started, latest activity). They live in the
+checkpoints' database, in the tables agent_runs, agent_run_events and agent_threads,
+plus agent_thread_leases (which run of which process holds a thread, until when) and
+agent_replicas (until when each process is known alive: its queued runs are its until
+then).
 
 `RunStore` is the contract; `app.core.storage.sql` writes its queries once, and
 `app.core.storage.sqlite.runs` / `app.core.storage.postgres.runs` run them on each backend.
