@@ -25,6 +25,7 @@ from app.core.storage.runs import (
     ENDED_WHILE_CHECKED_S,
     Admission,
     HeardEnd,
+    KeptMessage,
     MultitaskStrategy,
     RunEnd,
     RunError,
@@ -55,6 +56,11 @@ RUNS_FOR_THREADS = (
 )
 INSERT_THREAD = (
     "INSERT INTO agent_threads (thread_id, graph, title, created_at, updated_at) VALUES (?,?,?,?,?)"
+)
+
+KEEP_MESSAGE = (
+    "INSERT INTO agent_messages (thread_id, message_id, type, data) VALUES (?,?,?,?)"
+    " ON CONFLICT (thread_id, message_id) DO NOTHING"
 )
 
 Step = tuple[str, Any]  # (sql, params): params a tuple, or a list of tuples for many rows
@@ -286,8 +292,30 @@ class SqlRunStore(ABC):
                 ("DELETE FROM agent_runs WHERE thread_id=?", (thread_id,)),
                 ("DELETE FROM agent_threads WHERE thread_id=?", (thread_id,)),
                 ("DELETE FROM agent_thread_leases WHERE thread_id=?", (thread_id,)),
+                ("DELETE FROM agent_messages WHERE thread_id=?", (thread_id,)),
             )
         )
+
+    async def keep_messages(self, thread_id: str, messages: Sequence[KeptMessage]) -> None:
+        rows = [(thread_id, *message) for message in messages]
+        await self._transaction(((KEEP_MESSAGE, rows),))
+
+    async def kept_messages(self, thread_id: str) -> list[KeptMessage]:
+        rows = await self._read(
+            "SELECT message_id, type, data FROM agent_messages WHERE thread_id=? ORDER BY rowid",
+            (thread_id,),
+        )
+        return [KeptMessage(message_id, type_, bytes(data)) for message_id, type_, data in rows]
+
+    async def kept_ids(self, thread_id: str, ids: Sequence[str]) -> set[str]:
+        if not ids:
+            return set()
+        marks = ",".join("?" * len(ids))
+        rows = await self._read(
+            f"SELECT message_id FROM agent_messages WHERE thread_id=? AND message_id IN ({marks})",
+            (thread_id, *ids),
+        )
+        return {row[0] for row in rows}
 
     async def threads(self, graph: str | None, limit: int) -> list[ThreadSummary]:
         where, params = ("WHERE t.graph=? ", (graph,)) if graph is not None else ("", ())
