@@ -5,7 +5,7 @@ because it shares the machine with what it measures. Each `POST /v1/chat/complet
 answers by the last message:
 
 - not a tool result -> one call of `lookup({"query": "bench"})`;
-- a tool result -> the fixed answer of `tokens` tokens.
+- a tool result, or a request without tools -> the fixed answer of `tokens` tokens.
 
 Timing, the same whether the request streams (SSE chunks) or not (one JSON body):
 `latency_ms` before the first chunk, then `token_delay_ms` before every further chunk.
@@ -102,7 +102,8 @@ class FakeModel:
         n = next(self._ids)
         reply_id = f"chatcmpl-{n}"
         messages = request.get("messages") or [{}]
-        answering = messages[-1].get("role") == "tool"
+        # A request without tools (the context budget's summary call) gets the answer too.
+        answering = messages[-1].get("role") == "tool" or not request.get("tools")
         if answering:
             pieces: list[dict[str, Any]] = [
                 {"content": token} for token in answer_tokens(timing.tokens)
