@@ -354,9 +354,14 @@ export class ConversationView {
     scroller.addEventListener("scroll", () => {
       this.stuck = this.nearBottom();
     });
-    new ResizeObserver(() => {
+    // New content grows the list; the foot of the page growing (the wait-or-stop question,
+    // the progress line, a taller message box) shrinks the scroller: either way, keep
+    // the newest line in view.
+    const follow = new ResizeObserver(() => {
       if (this.stuck) this.scrollToBottom();
-    }).observe(list);
+    });
+    follow.observe(list);
+    follow.observe(scroller);
   }
 
   clear(): void {
