@@ -5,7 +5,7 @@ because it shares the machine with what it measures. Each `POST /v1/chat/complet
 answers by the last message:
 
 - not a tool result -> one call of `lookup({"query": "bench"})`;
-- a tool result -> the fixed answer of `tokens` tokens.
+- a tool result, or a request without tools -> the fixed answer of `tokens` tokens.
 
 Timing, the same whether the request streams (SSE chunks) or not (one JSON body):
 `latency_ms` before the first chunk, then `token_delay_ms` before every further chunk.
@@ -102,7 +102,8 @@ class FakeModel:
         n = next(self._ids)
         reply_id = f"chatcmpl-{n}"
         messages = request.get("messages") or [{}]
-        answering = messages[-1].get("role") == "tool"
+        # A request without tools (the context budget's summary call) gets the answer too.
+        answering = messages[-1].get("role") == "tool" or not request.get("tools")
         if answering:
             pieces: list[dict[str, Any]] = [
                 {"content": token} for token in answer_tokens(timing.tokens)
@@ -127,7 +128,10 @@ class FakeModel:
         if not request.get("stream"):
             if delay:
                 await asyncio.sleep(delay * (len(pieces) - 1))
-            _send_json(writer, _completion_body(reply_id, answering, timing.tokens, n, finish))
+            prompt = _prompt_tokens(messages)
+            _send_json(
+                writer, _completion_body(reply_id, answering, timing.tokens, n, finish, prompt)
+            )
             return
         writer.write(_SSE_HEAD)
         prefix = (
@@ -155,8 +159,14 @@ def _chunk(data: str) -> bytes:
     return b"%x\r\n%s\r\n" % (len(payload), payload)
 
 
+def _prompt_tokens(messages: list[dict[str, Any]]) -> int:
+    """The prompt's size as a tokenizer would count it, roughly (4 characters a token):
+    the service calibrates its context budget by it, so a constant would skew the budget."""
+    return max(1, len(json.dumps(messages)) // 4)
+
+
 def _completion_body(
-    reply_id: str, answering: bool, tokens: int, n: int, finish: str
+    reply_id: str, answering: bool, tokens: int, n: int, finish: str, prompt: int
 ) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": None}
     if answering:
@@ -175,7 +185,11 @@ def _completion_body(
         "created": 0,
         "model": MODEL_NAME,
         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": {"prompt_tokens": 50, "completion_tokens": tokens, "total_tokens": 50 + tokens},
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": tokens,
+            "total_tokens": prompt + tokens,
+        },
     }
 
 

@@ -130,7 +130,9 @@ async def thread_length(target: Target) -> int | None:
         state = await target.graph.aget_state(config)
         return len(state.values.get("messages", []))
     if isinstance(target, HttpTarget):
-        response = await target.client.get(f"{target.base}/api/threads/{target.thread_id}")
+        url = f"{target.base}/api/threads/{target.thread_id}"
+        response = await target.client.get(url, params={"limit": 1})
         response.raise_for_status()
-        return len(response.json()["messages"])
+        page = response.json()  # the newest message, and how many come before it
+        return len(page["messages"]) + (page["older"]["count"] if page["older"] else 0)
     return None

@@ -62,6 +62,10 @@ class Plan:
     growth_window: int = 10
     growth_latency_ms: float = 0.0
     growth_endpoints: tuple[str, ...] = GROWTH_ENDPOINTS
+    # The growth servers' AGENT_CONTEXT_TOKENS: a window the thread outgrows, so that what
+    # a run costs is read once the working state is the window's (None: the default 32,768,
+    # which the bench's 800 short messages fit whole).
+    growth_context_tokens: int | None = 4096
     run_timeout_s: float = 120.0
     max_minutes: float = 60.0  # a full run takes about 35 minutes on 2 cores
     raw_dir: Path = RAW_DIR
@@ -153,6 +157,11 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--growth-window", type=int, help="runs per growth mark and target")
     p.add_argument("--growth-latency", type=float, help="model latency (ms) in the growth phase")
+    p.add_argument(
+        "--growth-context",
+        type=int,
+        help="the growth servers' AGENT_CONTEXT_TOKENS (0: the default window)",
+    )
     p.add_argument(
         "--growth-endpoints",
         type=_growth_endpoints,
@@ -259,6 +268,8 @@ def plan_from_args(argv: Sequence[str] | None) -> Plan:
         value = getattr(args, arg)
         if value is not None:
             overrides[name] = value
+    if args.growth_context is not None:
+        overrides["growth_context_tokens"] = args.growth_context or None
     if args.rss_marks is not None:
         if len(args.rss_marks) != 2:
             raise SystemExit("--rss-marks takes two counts, e.g. 100,1000")

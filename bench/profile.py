@@ -306,6 +306,7 @@ class Options:
     thread_messages: int | None = None  # each client on its own thread of this length
     runs: int = 10  # per client, with thread_messages
     postgres: bool = False
+    context_tokens: int | None = None  # the server's AGENT_CONTEXT_TOKENS (None: default)
     raw_dir: Path = RAW_DIR
 
 
@@ -329,13 +330,15 @@ def _spy_argv(pid: int, options: Options, out: Path, seconds: float) -> list[str
 
 
 async def _server(shared: Stack, options: Options, admin: str | None) -> Server:
+    window = options.context_tokens
+    env = {"AGENT_CONTEXT_TOKENS": str(window)} if window else {}
     if not options.postgres:
-        server = shared.start_ours()
+        server = shared.start_ours(env=env)
     else:
         if admin is None:
             raise SystemExit("--postgres: no PostgreSQL answers (see bench/README.md)")
         shared.pg = await asyncio.to_thread(postgres.create, admin)
-        server = shared.start_ours_pg()
+        server = shared.start_ours_pg(env)
     await server.wait_healthy(shared.client)
     return server
 
@@ -492,6 +495,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--postgres", action="store_true", help="serve on a fresh PostgreSQL database"
     )
     parser.add_argument(
+        "--context-tokens", type=int, help="the server's AGENT_CONTEXT_TOKENS (issue 26)"
+    )
+    parser.add_argument(
         "--raw-dir", type=Path, default=RAW_DIR, help="where the stacks go (default bench/raw)"
     )
     parser.add_argument(
@@ -523,6 +529,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         thread_messages=args.thread_messages,
         runs=args.runs,
         postgres=args.postgres,
+        context_tokens=args.context_tokens,
         raw_dir=args.raw_dir,
     )
     sys.stdout.write(asyncio.run(_profile(options)) + "\n")

@@ -64,6 +64,7 @@ from bench.targets import (
     WireChat,
     on_workers,
 )
+from graphs.settings import GraphSettings
 
 BENCH_GRAPH_SPEC = f"{GRAPH_ID}=bench.graph"
 # The project's own variables: none of a developer's values may reach the servers.
@@ -210,25 +211,28 @@ class Stack:
         path.mkdir()
         return path
 
-    def start_ours(self, *, metrics: bool = True, workers: int = 1) -> Server:
+    def start_ours(
+        self, *, metrics: bool = True, workers: int = 1, env: dict[str, str] | None = None
+    ) -> Server:
         """`react-agent serve` with the bench graph registered, on a fresh SQLite file.
 
         `metrics=False`: the same code with `AGENT_METRICS=false` (the metrics' cost).
         `workers` > 1: `serve --workers N`, N processes on one socket and one file.
+        `env`: more settings.
         """
         family = "ours" if metrics else "ours-nometrics"
         path = self._dir(family if workers == 1 else f"ours-w{workers}")
-        extra = {"AGENT_DB": str(path / "agent.sqlite")}
+        extra = {**(env or {}), "AGENT_DB": str(path / "agent.sqlite")}
         if not metrics:
             extra["AGENT_METRICS"] = "false"
         options = ["--workers", str(workers)] if workers > 1 else []
         return self._serve("ours", path, extra, options)
 
-    def start_ours_pg(self) -> Server:
+    def start_ours_pg(self, env: dict[str, str] | None = None) -> Server:
         """`start_ours` on the fresh PostgreSQL database (`self.pg`), its backends' CPU read."""
         assert self.pg is not None
         path = self._dir("ours-pg")
-        server = self._serve("ours-pg", path, {"AGENT_DB": self.pg.url})
+        server = self._serve("ours-pg", path, {**(env or {}), "AGENT_DB": self.pg.url})
         if self.pg.backends is not None:
             server.db_cpu = self.pg.backends.cpu_s
         return server
@@ -800,6 +804,7 @@ async def growth_phase(shared: Stack, results: dict[str, Any]) -> None:
         "marks": list(plan.growth_marks),
         "window": plan.growth_window,
         "runs_per_thread": runs,
+        "context_tokens": plan.growth_context_tokens,
         "messages_per_run": growth.MESSAGES_PER_RUN,
     }
     results["growth"] = phase
@@ -846,14 +851,17 @@ async def _growth_targets(
 ) -> list[Target]:
     """The growth targets on fresh servers (appended to `started` as they start)."""
     plan, answer, client = shared.plan, shared.answer, shared.client
-    ours = shared.start_ours()
+    window = plan.growth_context_tokens
+    env = {"AGENT_CONTEXT_TOKENS": str(window)} if window else {}
+    ours = shared.start_ours(env=env)
     started.append(ours)
-    pg = shared.start_ours_pg() if shared.pg is not None else None
+    pg = shared.start_ours_pg(env) if shared.pg is not None else None
     if pg is not None:
         started.append(pg)
     for server in started:
         await server.wait_healthy(client)
-    targets: list[Target] = [FloorInvoke(answer, make_graph(saver))]
+    floor = make_graph(saver, GraphSettings(agent_context_tokens=window))
+    targets: list[Target] = [FloorInvoke(answer, floor)]
     targets.append(OursAgui(answer, client, ours))
     if pg is not None:
         targets.append(OursPgAgui(answer, client, pg))

@@ -27,6 +27,7 @@ from graphs.context import (
     Wire,
     budget_for,
     estimate_text,
+    out_of_view,
     plan_request,
     with_summary,
 )
@@ -61,10 +62,12 @@ class BoundModel:
 
 @dataclass(frozen=True)
 class Answer:
-    """The model's reply, and the summary to keep when this call made a new one."""
+    """The model's reply, the summary to keep when this call made a new one, and the
+    oldest messages no later request will carry (`context.out_of_view`)."""
 
     message: AIMessage
     summary: Summary | None
+    out_of_view: list[AnyMessage]
 
     @property
     def state(self) -> dict[str, Any]:
@@ -122,7 +125,13 @@ class ContextBudget:
                 window = request.budget.window
                 limit = window.input_limit or window.tokens
                 raise ContextTooLong(CONTEXT_TOO_LONG.format(tokens=limit)) from sent.error
-        return Answer(sent, request.summary if request.summary != kept else None)
+        left = out_of_view(
+            messages,
+            request.messages[1:],
+            request.summary,
+            summarize=self._settings.agent_history_summary,
+        )
+        return Answer(sent, request.summary if request.summary != kept else None, left)
 
     async def _prepare(
         self,

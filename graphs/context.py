@@ -11,7 +11,9 @@ whole history: only what the model is sent is cut.
 Turns that no longer fit are folded into a running summary (`graphs/summary.py`) kept
 in the graph's state (`Summary`). The cut moves with hysteresis: when the kept turns
 outgrow the budget, the cut moves until they fill `LOW_WATER` of it, so a long thread
-makes one summary call every several turns, not one per turn.
+makes one summary call every several turns, not one per turn. Once folded (or, without
+summaries, dropped) turns are `out_of_view`: they may leave the state for the thread's
+transcript (`graphs/transcript.py`), so the state stays the size of the window.
 
 Tokens are estimated from characters (`estimate_text`: CJK characters count apart
 from other text), scaled by the provider's own counts of earlier prompts
@@ -296,7 +298,28 @@ def _after(turns: list[Turn], summary: Summary | None) -> int | None:
     for index, turn in enumerate(turns):
         if any(message.id == summary["through"] for message in turn):
             return index + 1 if index + 1 < len(turns) else None
-    return None
+    return 0  # what it covers has left the state (`out_of_view`): all that is left follows it
+
+
+def out_of_view(
+    messages: Sequence[AnyMessage],
+    history: Sequence[BaseMessage],
+    summary: Summary | None,
+    *,
+    summarize: bool,
+) -> list[AnyMessage]:
+    """The oldest of `messages` that no later request will carry, given the request just
+    planned (`history` after its system prompt, carrying `summary`): with summaries, the
+    ones `summary` covers; without, the ones before `history`."""
+    if summarize:
+        anchor = summary["through"] if summary is not None else None
+        ids = [message.id for message in messages]
+        return list(messages[: ids.index(anchor) + 1]) if anchor in ids else []
+    first = history[0].id if history else None
+    for index, message in enumerate(messages):
+        if message.id == first:
+            return list(messages[:index])
+    return []
 
 
 def _newest_costs(

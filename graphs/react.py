@@ -27,6 +27,7 @@ from graphs.model import (
 from graphs.settings import GraphSettings
 from graphs.text_mode import needs_retry, text_mode_model
 from graphs.tools_node import ToolTask, current_run, plan_tool_tasks, run_tool_task
+from graphs.transcript import hand_over
 from prompts import load_prompts, render_prompt
 from tools.errors import ToolsetUnavailable
 from tools.secrets import redactor_for
@@ -87,7 +88,10 @@ def build_react_graph(
             if is_unreadable_reply(exc):
                 raise ModelReplyUnreadable(REPLY_UNREADABLE) from exc
             raise
-        return {"messages": [repair_misplaced_tool_calls(answer.message)], **answer.state}
+        # What the model will never be sent again leaves the state (graphs/transcript.py).
+        removed = await hand_over(config, answer.out_of_view)
+        reply = repair_misplaced_tool_calls(answer.message)
+        return {"messages": [*removed, reply], **answer.state}
 
     def should_continue(state: AgentState) -> list[Send] | Literal["agent", "__end__"]:
         last = state["messages"][-1]

@@ -16,7 +16,9 @@ piped stdout carries the answer alone. `show_reasoning=False` leaves it out.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -65,6 +67,8 @@ EARLIER_OMITTED: Final = "（省略了更早的 {count} 条消息）"
 
 ASK_TOOL_PREFIX: Final = "ask_"
 MAX_ARG_CHARS: Final = 40
+DATE_KEY: Final = re.compile(r"(^|_)date$")
+COMPACT_DATE: Final = re.compile(r"\d{8}")
 REFRESH_PER_SECOND: Final = 12
 
 
@@ -105,17 +109,36 @@ def args_summary(arguments: str) -> str:
         return _cut(arguments.strip())
     if not isinstance(parsed, dict):
         return _cut(json.dumps(parsed, ensure_ascii=False))
-    parts = []
-    for key, value in parsed.items():
-        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        parts.append(f"{key}={_cut(shown)}")
-    return ", ".join(parts)
+    return _pairs(parsed)
 
 
 def result_summary(content: str) -> str:
-    """A tool result on one line: its non-empty lines joined (the console cuts the rest)."""
+    """A tool result on one line: a JSON object as `key=value, ...` like the arguments,
+    other text with its non-empty lines joined (the console cuts the rest)."""
+    try:
+        parsed: Any = json.loads(content)
+    except json.JSONDecodeError:
+        parsed = None
+    if isinstance(parsed, dict) and parsed:
+        return _pairs(parsed)
     lines = [" ".join(line.split()) for line in content.splitlines()]
     return " · ".join(line for line in lines if line) or "（无输出）"
+
+
+def shown_value(key: str, value: Any) -> str:
+    """One value as a reader takes it: a string as it is, a date-named key's YYYYMMDD
+    (Tushare's dates: `date`, `start_date`, ...) as YYYY-MM-DD, anything else as JSON."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    if DATE_KEY.search(key) and COMPACT_DATE.fullmatch(text):
+        try:
+            return dt.datetime.strptime(text, "%Y%m%d").date().isoformat()
+        except ValueError:
+            pass  # eight digits but no calendar day: as it came
+    return text
+
+
+def _pairs(values: dict[str, Any]) -> str:
+    return ", ".join(f"{key}={_cut(shown_value(key, value))}" for key, value in values.items())
 
 
 def did_fail(metadata: Any, error: str | None = None) -> bool:

@@ -17,6 +17,7 @@ import pytest
 from app.core.storage.backends import open_storage
 from app.core.storage.runs import (
     Admission,
+    KeptMessage,
     MultitaskStrategy,
     RunEnd,
     RunError,
@@ -313,6 +314,35 @@ async def test_forgetting_a_thread_drops_its_runs_logs_list_entry_and_lease(
     assert [s.thread_id for s in await store.threads(None, 10)] == ["kept"]
     assert await store.renew("host:1", 30) == ["kept"]
     assert await store.events("kept", "r1") == [(1, "{}")]
+
+
+async def test_kept_messages_read_back_in_the_order_kept_and_one_kept_twice_stays_where_it_was(
+    store: RunStore,
+) -> None:
+    first = [KeptMessage("m1", "msgpack", b"\x00one"), KeptMessage("m2", "json", b"two")]
+    await store.keep_messages("t1", first)
+    # A step re-run after a crash hands m2 over again, with the next message.
+    await store.keep_messages(
+        "t1", [KeptMessage("m2", "json", b"again"), *[KeptMessage("m3", "json", b"three")]]
+    )
+    await store.keep_messages("t2", [KeptMessage("m1", "json", b"other thread")])
+
+    assert await store.kept_messages("t1") == [*first, KeptMessage("m3", "json", b"three")]
+    assert await store.kept_ids("t1", ["m3", "m9", "m1"]) == {"m1", "m3"}
+    assert await store.kept_ids("t1", []) == set()
+    assert await store.kept_messages("t3") == []
+
+
+async def test_forgetting_a_thread_drops_its_kept_messages_and_no_other_thread_s(
+    store: RunStore,
+) -> None:
+    for thread_id in ("gone", "kept"):
+        await store.keep_messages(thread_id, [KeptMessage("m1", "json", b"{}")])
+
+    await store.forget_thread("gone")
+
+    assert await store.kept_messages("gone") == []
+    assert await store.kept_messages("kept") == [KeptMessage("m1", "json", b"{}")]
 
 
 async def test_reopening_the_database_finds_everything_and_sets_up_nothing_twice(

@@ -28,6 +28,7 @@ from graphs.budget import ContextTooLong
 from graphs.model import make_model
 from graphs.react import build_react_graph
 from graphs.settings import GraphSettings
+from graphs.transcript import TRANSCRIPT_KEY
 from graphs.window import forget_context_windows, known_window
 from prompts import render_template
 from tests.doubles.chat_model import Reply, ScriptedChatModel, text_reply
@@ -370,6 +371,75 @@ async def test_the_summary_call_streams_nothing_into_the_runs_events(
     assert made, "older turns were folded into a summary"
     assert "摘要" not in "".join(streamed)
     assert "".join(streamed) == ("晴天。" + "好" * 120) * 8
+
+
+# --- the working state: what the model can still be sent -------------------------------
+
+
+class Kept:
+    """A transcript in this process: what the graph handed over, once each, in order."""
+
+    def __init__(self, failure: Exception | None = None) -> None:
+        self.messages: list[BaseMessage] = []
+        self.failure = failure
+
+    async def keep(self, thread_id: str, messages: Sequence[BaseMessage]) -> None:
+        if self.failure is not None:
+            raise self.failure
+        held = {message.id for message in self.messages}
+        self.messages += [message for message in messages if message.id not in held]
+
+
+async def chat_with(graph: CompiledStateGraph, kept: Kept, turns: int) -> list[BaseMessage]:
+    """`turns` questions on one thread whose runs hand what leaves the state to `kept`."""
+    run_config = {"configurable": {"thread_id": "t1", TRANSCRIPT_KEY: kept}}
+    for n in range(1, turns + 1):
+        question = HumanMessage(f"问题{n}：北京天气怎么样")
+        result = await graph.ainvoke({"messages": [question]}, run_config)
+    return list(result["messages"])
+
+
+@pytest.mark.parametrize("summarize", ["true", "false"])
+async def test_what_the_model_will_not_be_sent_again_leaves_the_state_for_the_transcript(
+    saver: AsyncSqliteSaver,
+    llm: ScriptedLLM,
+    window: int,
+    monkeypatch: pytest.MonkeyPatch,
+    summarize: str,
+) -> None:
+    monkeypatch.setenv("AGENT_HISTORY_SUMMARY", summarize)
+    conversation = llm.fallback = Conversation()
+    kept = Kept()
+
+    state = await chat_with(graph_of(saver), kept, 12)
+
+    assert llm.refused == []
+    thread = [*kept.messages, *state]
+    assert [m.text for m in thread if isinstance(m, HumanMessage)] == [
+        f"问题{n}：北京天气怎么样" for n in range(1, 13)
+    ], "every message is in the transcript or the state, once, in order"
+    assert len(thread) == 24 and len(state) < 12
+    last = agent_requests(llm)[-1]
+    sent = user_texts(last)
+    assert [m.text for m in state if isinstance(m, HumanMessage)] == sent[-len(sent) :]
+    if summarize == "true":
+        summary = (await graph_of(saver).aget_state(config())).values["summary"]
+        assert summary["through"] == kept.messages[-1].id, "the transcript ends where it does"
+        assert summary["text"] in system_text(last), "and the summary is still carried"
+        assert len(conversation.summaries) >= 2
+
+
+async def test_a_transcript_that_fails_leaves_the_messages_in_the_state_and_the_run_answers(
+    saver: AsyncSqliteSaver, llm: ScriptedLLM, window: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    llm.fallback = Conversation()
+    kept = Kept(OSError("disk full"))
+
+    state = await chat_with(graph_of(saver), kept, 8)
+
+    assert len(state) == 16, "nothing left the state"
+    assert state[-1].text.startswith("回答8：")
+    assert "stay in the working state" in caplog.text
 
 
 # --- refusals and the window ------------------------------------------------------------

@@ -140,7 +140,7 @@ async def test_several_matches_ask_the_user_to_select_and_the_pick_is_returned(
     [question] = await saved_interrupts(saver)
     assert question.value == {
         "type": "select",
-        "message": "找到多只股票，请选择:",
+        "message": "找到多只股票，请选择：",
         "options": PINGAN_OPTIONS,
     }
     result = await answer(graph, question, {"value": "000001.SZ"})
@@ -179,7 +179,7 @@ async def test_no_arguments_ask_for_a_name_and_the_answer_is_resolved(
     [question] = await saved_interrupts(saver)
     assert question.value == {
         "type": "input",
-        "message": "请输入股票名称或代码:",
+        "message": "请输入股票名称或代码：",
         "placeholder": "平安银行 / 000001.SZ",
     }
     result = await answer(graph, question, {"value": "平安银行"})
@@ -323,7 +323,7 @@ async def test_the_token_never_appears_in_logs_events_or_messages(
 
     state = await graph.aget_state(config())
     failed = tool_messages(state.values, "daily")[-1]
-    assert str(failed.content).startswith("错误: 调用 Tushare 工具 daily 失败")
+    assert str(failed.content).startswith("错误：调用 Tushare 工具 daily 失败")
     assert events and caplog.records
     assert TOKEN not in caplog.text
     assert all(TOKEN not in record.getMessage() for record in caplog.records)
@@ -339,7 +339,7 @@ async def test_a_rate_limit_answer_reaches_the_model_as_readable_error_text(
     llm.script(tool_call("daily", {"ts_code": "000001.SZ"}), text("接口限流，请稍后再试。"))
     result = await say(graph, "000001.SZ 日线")
     [message] = tool_messages(result, "daily")
-    assert str(message.content).startswith("错误: Tushare 接口返回错误 40203")
+    assert str(message.content).startswith("错误：Tushare 接口返回错误 40203")
     assert last_answer(result) == "接口限流，请稍后再试。"
 
 

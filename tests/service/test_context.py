@@ -5,10 +5,15 @@ Each test starts its own server, since a server remembers the window it learns.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from tests.doubles.llm import ScriptedLLM, Turn, text
 from tests.doubles.open_meteo import FakeOpenMeteo
@@ -96,3 +101,109 @@ def test_a_thread_refused_as_too_long_is_answered_and_keeps_answering(
         "答：第8个问题。",
     ]
     assert [m["role"] for m in view["messages"]] == ["user", "assistant"] * 8
+
+
+# --- the working state: what the model can see; the thread: everything ---------------------
+
+
+def checkpoint_messages(backend: Backend, data_dir: Path, thread_id: str) -> list[BaseMessage]:
+    """The messages of the thread's latest checkpoint, read through LangGraph's own saver."""
+
+    async def read() -> list[BaseMessage]:
+        probe: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        database = backend.agent_db(data_dir)
+        saver: Any
+        if backend.name == "sqlite":
+            async with AsyncSqliteSaver.from_conn_string(database) as saver:
+                saved = await saver.aget_tuple(probe)
+        else:
+            async with AsyncPostgresSaver.from_conn_string(database) as saver:
+                saved = await saver.aget_tuple(probe)
+        assert saved is not None, "the thread has a checkpoint"
+        return list(saved.checkpoint["channel_values"].get("messages", []))
+
+    return asyncio.run(read())
+
+
+def ask_as_a_client_does(api: Api, thread_id: str, n: int) -> Stream:
+    """Question n, sent with every earlier user message as `@ag-ui/client` resends them."""
+    history = [(f"u{k}", f"第{k}个问题") for k in range(1, n + 1)]
+    stream = api.run("weather", run_body(thread_id, *history))
+    assert stream.last["type"] == "RUN_FINISHED", stream.last
+    return stream
+
+
+def whole_view(api: Api, thread_id: str, limit: int) -> list[dict[str, Any]]:
+    """Every message of the thread, read back page by page (`limit` a page) through `before`."""
+    pages: list[list[dict[str, Any]]] = []
+    before: str | None = None
+    while True:
+        params: dict[str, Any] = {"limit": limit, **({"before": before} if before else {})}
+        page = api.http.get(f"/api/threads/{thread_id}", params=params).json()
+        pages.insert(0, page["messages"])
+        if page["older"] is None:
+            return [message for messages in pages for message in messages]
+        before = page["older"]["before"]
+
+
+@pytest.mark.parametrize("summary", ["true", "false"])
+def test_a_long_thread_s_state_holds_what_the_model_can_see_and_its_view_every_message(
+    llm: ScriptedLLM,
+    meteo: FakeOpenMeteo,
+    tmp_path: Path,
+    backend: Backend,
+    thread_id: str,
+    summary: str,
+) -> None:
+    llm.limit_context(2048, wording="llama.cpp")
+    replies = llm.fallback = Replies()
+    env = {"AGENT_CONTEXT_TOKENS": "2048", "AGENT_HISTORY_SUMMARY": summary}
+
+    with serving(llm, meteo, tmp_path, backend, **env) as server:
+        api = Api(server)
+        streams = [ask_as_a_client_does(api, thread_id, n) for n in range(1, 13)]
+        paged = whole_view(api, thread_id, limit=5)
+        state = checkpoint_messages(backend, tmp_path, thread_id)
+        api.close()
+
+    assert llm.refused == []
+    assert [answer_of(s)[:9] for s in streams[-2:]] == ["答：第11个问题。", "答：第12个问题。"]
+    # Every question ran once, though each request resent all the ones before it.
+    agent_requests = [b for b in llm.requests if not is_summary_request(b)]
+    assert len(agent_requests) == 12
+    # The thread's view is every message in order, across the pages and the state's edge.
+    assert [m["role"] for m in paged] == ["user", "assistant"] * 12
+    assert [m["content"] for m in paged if m["role"] == "user"] == [
+        f"第{n}个问题" for n in range(1, 13)
+    ]
+    # The checkpoint holds what the last request could carry, not the thread.
+    sent = [m["content"] for m in agent_requests[-1]["messages"] if m["role"] == "user"]
+    kept = [m.content for m in state if isinstance(m, HumanMessage)]
+    assert len(state) < 12, f"the state holds {len(state)} of 24 messages"
+    assert kept == sent[-len(kept) :] and kept[-1] == "第12个问题"
+    if summary == "true":
+        assert replies.summaries >= 1
+        assert SUMMARY in agent_requests[-1]["messages"][0]["content"], "still carried"
+
+
+def test_deleting_a_long_thread_deletes_the_messages_its_state_had_let_go(
+    llm: ScriptedLLM, meteo: FakeOpenMeteo, tmp_path: Path, backend: Backend, thread_id: str
+) -> None:
+    llm.limit_context(2048, wording="llama.cpp")
+    llm.fallback = Replies()
+
+    with serving(llm, meteo, tmp_path, backend, AGENT_CONTEXT_TOKENS="2048") as server:
+        api = Api(server)
+        for n in range(1, 9):
+            ask(api, thread_id, n)
+        count = f"SELECT count(*) FROM agent_messages WHERE thread_id = '{thread_id}'"
+        before = backend.query(tmp_path, count)[0][0]
+        deleted = api.http.delete(f"/api/threads/{thread_id}")
+        after = backend.query(tmp_path, count)[0][0]
+        gone = api.http.get(f"/api/threads/{thread_id}")
+        api.close()
+
+    assert before > 0, "the thread had let messages go"
+    assert deleted.status_code == 204
+    assert after == 0
+    assert gone.status_code == 404

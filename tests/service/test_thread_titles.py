@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from app.core.storage.postgres.runs import SCHEMA_VERSION
 from tests.doubles.llm import ScriptedLLM, error, held, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.service.conftest import (
@@ -186,7 +187,7 @@ def test_a_database_from_before_titles_keeps_the_titles_its_users_gave(
     for column in ("title_by", "origin"):
         backend.execute(tmp_path, f"ALTER TABLE agent_threads DROP COLUMN {column}")
     if backend.name == "postgres":  # which said so in its schema version
-        backend.execute(tmp_path, "UPDATE agent_schema SET version = 2")
+        backend.execute(tmp_path, f"UPDATE agent_schema SET version = {SCHEMA_VERSION - 1}")
 
     upgraded = Api(ServerProcess(env))
     try:

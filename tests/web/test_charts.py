@@ -263,7 +263,7 @@ def test_a_tushare_analysis_shows_the_choice_the_reasoning_the_chart_and_the_ans
     new_chat: Callable[..., Chat], llm: ScriptedLLM
 ) -> None:
     # The README's pictures (docs/screenshot.png, docs/chart.png) are these artifacts.
-    chat = new_chat(viewport={"width": 1280, "height": 1160})
+    chat = new_chat(viewport={"width": 1280, "height": 1190})
     llm.script(
         tool_call("resolve_stock", {"name": "平安"}),
         reasoning(

@@ -35,10 +35,10 @@ DESCRIPTION = (
     "解析股票名称或代码为 ts_code（如 000001.SZ）。用户只给出简称或模糊名称时必须先调用此工具；"
     "有多只匹配时会让用户选择；两个参数都不给时会请用户输入。返回 JSON：{ts_code, name}。"
 )
-INPUT_MESSAGE = "请输入股票名称或代码:"
+INPUT_MESSAGE = "请输入股票名称或代码："
 INPUT_PLACEHOLDER = "平安银行 / 000001.SZ"
-SELECT_MESSAGE = "找到多只股票，请选择:"
-SELECT_MESSAGE_TRUNCATED = "找到 {count} 只股票，以下是前 {shown} 只，请选择:"
+SELECT_MESSAGE = "找到多只股票，请选择："
+SELECT_MESSAGE_TRUNCATED = "找到 {count} 只股票，以下是前 {shown} 只，请选择："
 NOT_FOUND = "未找到名称「{name}」对应的股票"
 NO_LOOKUP_TOOL = (
     "未找到 Tushare MCP 的 stock_basic 工具或通用查询工具，无法按名称查找股票；"

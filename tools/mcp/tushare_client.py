@@ -55,7 +55,7 @@ logger = logging.getLogger("react_agent.tushare_mcp")
 Transport = Literal["streamable_http", "sse"]
 TRANSPORTS: tuple[Transport, ...] = ("streamable_http", "sse")
 
-ERROR_PREFIX = "错误: "
+ERROR_PREFIX = "错误："
 MASK = "***"
 ARGS_LOG_LIMIT = 200
 
@@ -203,7 +203,7 @@ def read_result(result: CallToolResult) -> ReadResult:
 
 
 def format_result(result: CallToolResult) -> str:
-    """One string for the model: every content block, rows made readable; errors `错误:`."""
+    """One string for the model: every content block, rows made readable; errors `错误：`."""
     return read_result(result).text
 
 
@@ -383,7 +383,7 @@ class TushareMcp:
         return result
 
     async def call_text(self, name: str, arguments: dict[str, Any]) -> str:
-        """The call's result as one readable string; failures come back as `错误:` text."""
+        """The call's result as one readable string; failures come back as `错误：` text."""
         try:
             result = await self.call_tool(name, arguments)
         except TushareMcpError as exc:

@@ -15,7 +15,7 @@ from typing import Any
 
 MAX_RENDERED_ROWS = 200
 
-API_ERROR = "错误: Tushare 接口返回错误 {code}：{msg}"
+API_ERROR = "错误：Tushare 接口返回错误 {code}：{msg}"
 EMPTY_TABLE = "查询结果为空（0 行）。"
 TABLE_FOOTER = "（共 {count} 行）"
 TRUNCATED_FOOTER = "（共 {count} 行，仅显示前 {shown} 行；请缩小日期范围或减少字段）"
@@ -90,7 +90,7 @@ def _cell(value: Any) -> str:
 
 
 def render(parsed: Table | ErrorReply, *, max_rows: int = MAX_RENDERED_ROWS) -> str:
-    """A compact pipe-separated table (header first), or the `错误:` text of an API error."""
+    """A compact pipe-separated table (header first), or the `错误：` text of an API error."""
     if isinstance(parsed, ErrorReply):
         return API_ERROR.format(code=parsed.code, msg=parsed.msg)
     if not parsed.rows:

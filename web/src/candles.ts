@@ -126,12 +126,23 @@ export function drawCandles(host: HTMLElement, data: Bars): ChartHandle {
     ),
     legend,
     canvas,
+    // The licence asks for a link to TradingView on the page. Under the plot it covers no
+    // bar, as the library's own logo (attributionLogo) in the plot's corner would.
+    h(
+      "figcaption",
+      { class: "chart-credit" },
+      t.chartBy,
+      h("a", {
+        text: "TradingView Lightweight Charts™",
+        attrs: { href: "https://www.tradingview.com/", target: "_blank", rel: "noopener noreferrer" },
+      }),
+    ),
   );
 
   // --- the chart ---------------------------------------------------------------------
   const chart: IChartApi = createChart(canvas, {
     autoSize: true,
-    layout: { background: { type: ColorType.Solid, color: "transparent" }, fontSize: 11, attributionLogo: true },
+    layout: { background: { type: ColorType.Solid, color: "transparent" }, fontSize: 11, attributionLogo: false },
     localization: { locale, dateFormat: "yyyy-MM-dd" },
     crosshair: { mode: CrosshairMode.Normal },
     rightPriceScale: { scaleMargins: { top: 0.08, bottom: 0.28 } },

@@ -6,7 +6,7 @@
 import type { GraphInfo } from "./api";
 import { h } from "./dom";
 import { renderForecast } from "./forecast";
-import { briefArgs, oneLine, prettyArgs } from "./format";
+import { briefArgs, briefResult, indented, oneLine, prettyArgs } from "./format";
 import { agentName, examples as examplesOf, t, toolLabel } from "./i18n";
 import { setMarkdown } from "./markdown";
 import type { ToolData } from "./tooldata";
@@ -141,9 +141,9 @@ export class ToolCard {
   }
 
   setResult(content: string, outcome: Outcome, data: ToolData | null = null): void {
-    this.resultEl.textContent = content || t.empty;
+    this.resultEl.textContent = content ? indented(content) : t.empty;
     this.resultBox.hidden = false;
-    this.preview.textContent = oneLine(content, 120);
+    this.preview.textContent = briefResult(content);
     this.setState(outcome === "ok" ? "done" : NOT_RUN.has(outcome) ? "declined" : "failed");
     this.draw(data);
   }
@@ -354,9 +354,14 @@ export class ConversationView {
     scroller.addEventListener("scroll", () => {
       this.stuck = this.nearBottom();
     });
-    new ResizeObserver(() => {
+    // New content grows the list; the foot of the page growing (the wait-or-stop question,
+    // the progress line, a taller message box) shrinks the scroller: either way, keep
+    // the newest line in view.
+    const follow = new ResizeObserver(() => {
       if (this.stuck) this.scrollToBottom();
-    }).observe(list);
+    });
+    follow.observe(list);
+    follow.observe(scroller);
   }
 
   clear(): void {

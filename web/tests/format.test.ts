@@ -1,5 +1,16 @@
 import { describe, expect, it } from "vitest";
-import { briefArgs, draftTitle, oneLine, prettyArgs, questionOf, textOf, when } from "../src/format";
+import {
+  briefArgs,
+  briefResult,
+  draftTitle,
+  indented,
+  oneLine,
+  prettyArgs,
+  questionOf,
+  shownValue,
+  textOf,
+  when,
+} from "../src/format";
 import { t } from "../src/i18n";
 
 describe("textOf", () => {
@@ -54,9 +65,45 @@ describe("tool arguments", () => {
     expect(briefArgs('["a", "b"]')).toBe("");
   });
 
+  it("show the dates tushare sends as YYYYMMDD as dates", () => {
+    const daily = '{"ts_code": "000001.SZ", "start_date": "20250701", "end_date": "20250730"}';
+    expect(briefArgs(daily)).toBe("000001.SZ，2025-07-01，2025-07-30");
+    expect(shownValue("trade_date", 20250102)).toBe("2025-01-02");
+    expect(shownValue("date", "20240229")).toBe("2024-02-29");
+  });
+
+  it("leave alone what is not a date: other keys, other lengths, days no calendar has", () => {
+    expect(shownValue("ts_code", "20250701")).toBe("20250701");
+    expect(shownValue("update", "20250701")).toBe("20250701");
+    expect(shownValue("end_date", "2025070")).toBe("2025070");
+    expect(shownValue("end_date", "20251301")).toBe("20251301");
+    expect(shownValue("end_date", "20250230")).toBe("20250230");
+    expect(shownValue("end_date", "2025-07-30")).toBe("2025-07-30");
+  });
+
   it("cut to one line keeps at most the given length, the ellipsis included", () => {
     expect(oneLine("a\nb   c", 10)).toBe("a b c");
     expect(oneLine("abcdefghijk", 5)).toBe("abcd…");
+  });
+});
+
+describe("tool results", () => {
+  it("read like the arguments when they are a JSON object", () => {
+    expect(briefResult('{"ts_code": "000001.SZ", "name": "平安银行"}')).toBe("000001.SZ，平安银行");
+    expect(briefResult('{"trade_date": "20250701", "close": 7.1}')).toBe("2025-07-01，7.1");
+  });
+
+  it("are flattened to one line when they are text, a list or half a document", () => {
+    expect(briefResult("北京：晴\n  12°C")).toBe("北京：晴 12°C");
+    expect(briefResult('["a", "b"]')).toBe('["a", "b"]');
+    expect(briefResult('{"ts_code": "0000')).toBe('{"ts_code": "0000');
+    expect(briefResult("天".repeat(130))).toBe(`${"天".repeat(119)}…`);
+  });
+
+  it("are indented in full when they are JSON and kept as they came otherwise", () => {
+    expect(indented('{"ts_code":"000001.SZ"}')).toBe('{\n  "ts_code": "000001.SZ"\n}');
+    expect(indented("北京：晴\n12°C")).toBe("北京：晴\n12°C");
+    expect(indented("7")).toBe("7");
   });
 });
 

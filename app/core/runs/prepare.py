@@ -21,6 +21,7 @@ from langgraph.types import Command, StateSnapshot
 
 from app.core.errors import Conflict, Invalid
 from app.core.runs.threads import graph_of, run_config
+from app.core.runs.transcript import ThreadTranscript
 from graphs.tools_node import tool_reply
 from tools.interrupts import Cancelled, InvalidAnswer, validate_answer
 
@@ -86,13 +87,15 @@ async def prepare_run(
     resume: Sequence[ResumeEntry] | None,
     max_message_bytes: int,
     checkpoint_id: str | None = None,
+    transcript: ThreadTranscript | None = None,
 ) -> PreparedRun:
     """Check the request against the thread's state and build the run's input.
 
     With `resume`, the answers become `Command(resume={interrupt_id: payload})`, each
     validated against its interrupt's payload first (`messages` are then history only).
-    Otherwise the user messages the thread has not seen (by id) are the input. The
-    state is the latest checkpoint's, or `checkpoint_id`'s (a rollback).
+    Otherwise the user messages the thread has not seen (by id, in its state or its
+    `transcript`) are the input. The state is the latest checkpoint's, or
+    `checkpoint_id`'s (a rollback).
     """
     config = run_config(check_thread_id(thread_id), graph_id)
     at = config
@@ -113,11 +116,11 @@ async def prepare_run(
     if snapshot.interrupts:
         ids = ", ".join(pending.id for pending in snapshot.interrupts)
         raise Conflict("awaiting_answers", AWAITING_ANSWERS.format(thread_id=thread_id, ids=ids))
-    new = [
-        _human(message, max_message_bytes)
-        for message in messages
-        if isinstance(message, UserMessage) and message.id not in seen
-    ]
+    unseen = [m for m in messages if isinstance(m, UserMessage) and m.id not in seen]
+    if unseen and history and transcript is not None:  # a client resending older messages
+        earlier = await transcript.holds(thread_id, [message.id for message in unseen])
+        unseen = [message for message in unseen if message.id not in earlier]
+    new = [_human(message, max_message_bytes) for message in unseen]
     new_ids = [message.id for message in new]
     twice = sorted({str(i) for i in new_ids if new_ids.count(i) > 1})
     if twice:

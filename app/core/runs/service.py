@@ -79,6 +79,7 @@ from app.core.runs.threads import (
     run_config,
 )
 from app.core.runs.titles import ThreadTitles
+from app.core.runs.transcript import ThreadTranscript
 from app.core.runs.turns import Turns
 from app.core.storage.backends import open_storage, settle_cancelled_writes
 from app.core.storage.failures import is_lost
@@ -97,6 +98,7 @@ from app.core.storage.runs import (
 from app.settings import Settings
 from graphs.model import ModelNotConfigured, shared_model
 from graphs.react import AGENT_NODE, TOOLS_NODE
+from graphs.transcript import TRANSCRIPT_KEY
 from tools.secrets import redactor_for
 
 logger = logging.getLogger(__name__)
@@ -162,6 +164,8 @@ class AgentService:
         self.saver = saver
         self.store = store
         self.writer = LogWriter(store)
+        # Where the graphs' working states hand what their models will not see again.
+        self.transcript = ThreadTranscript(store, saver.serde)
         self.redact = redactor_for(settings)
         self.telemetry = telemetry or Telemetry()
         self.owner = this_process()
@@ -331,6 +335,7 @@ class AgentService:
             resume=_answers.validate_python(request["resume"]) or None,
             max_message_bytes=self.settings.agent_max_message_bytes,
             checkpoint_id=checkpoint_id,
+            transcript=self.transcript,
         )
 
     # --- executing -----------------------------------------------------------------------
@@ -357,12 +362,15 @@ class AgentService:
             run.prepared = prepared
             watch.entered(None if resumed else run.request.get("resume"))
             metadata = {**prepared.config.get("metadata", {}), RUN_KEY: run.run_id}
+            configurable = {**prepared.config["configurable"], TRANSCRIPT_KEY: self.transcript}
             events = stream_run(
                 graph,
                 thread_id=run.thread_id,
                 run_id=run.run_id,
                 input_or_command=None if resumed else prepared.input,
-                config=watch.config({**prepared.config, "metadata": metadata}),
+                config=watch.config(
+                    {**prepared.config, "configurable": configurable, "metadata": metadata}
+                ),
                 stream_tokens=bool(run.request.get("streamTokens", True)),
                 transformer=transformer,
                 checkpoint_id=fork,
@@ -594,7 +602,8 @@ class AgentService:
 
     async def thread(self, thread_id: str) -> ThreadView:
         """The thread's messages and pending interrupts; NotFound when it does not exist."""
-        view = await read_thread(self.graphs, self.saver, check_thread_id(thread_id))
+        thread_id = check_thread_id(thread_id)
+        view = await read_thread(self.graphs, self.saver, thread_id, self.transcript)
         if view is None:
             raise NotFound("unknown_thread", UNKNOWN_THREAD.format(thread_id=thread_id))
         if self.redact.found(view.model_dump_json()):  # a reply that quoted a secret

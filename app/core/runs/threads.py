@@ -1,4 +1,5 @@
-"""Threads as clients see them: AG-UI messages and pending interrupts, read from checkpoints.
+"""Threads as clients see them: AG-UI messages and pending interrupts, read from checkpoints
+(and, for a long thread, its transcript: `app.core.runs.transcript`).
 
 A thread belongs to one graph: every run passes `run_config()`, whose metadata
 (`graph_id`) LangGraph copies into each checkpoint it writes, so the thread's
@@ -31,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from app.core.errors import NotFound
+from app.core.runs.transcript import ThreadTranscript
 from graphs.provider_quirks import reasoning_of
 from graphs.text_mode import FORMAT_ERROR_KEY
 from graphs.tools_node import outcome_of
@@ -266,9 +268,13 @@ def to_agui_messages(messages: Sequence[AnyMessage]) -> list[Message]:
 
 
 async def read_thread(
-    graphs: Mapping[str, CompiledStateGraph], saver: BaseCheckpointSaver, thread_id: str
+    graphs: Mapping[str, CompiledStateGraph],
+    saver: BaseCheckpointSaver,
+    thread_id: str,
+    transcript: ThreadTranscript | None = None,
 ) -> ThreadView | None:
-    """The thread's messages and pending interrupts; None when it does not exist."""
+    """The thread's messages (its `transcript`'s, then its state's) and pending
+    interrupts; None when it does not exist."""
     probe: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     saved = await saver.aget_tuple(probe)
     if saved is None or not graphs:
@@ -278,10 +284,13 @@ async def read_thread(
     graph = graphs[graph_id]
     config = run_config(thread_id, graph_id)
     snapshot = await graph.aget_state(config)
+    messages: list[AnyMessage] = snapshot.values.get("messages", [])
+    if transcript is not None:
+        messages = await transcript.history(thread_id, messages)
     return ThreadView(
         thread_id=thread_id,
         graph_id=owner if isinstance(owner, str) else None,
-        messages=to_agui_messages(snapshot.values.get("messages", [])),
+        messages=to_agui_messages(messages),
         interrupts=await pending_interrupts(graph, config, snapshot),
     )
 

@@ -64,6 +64,7 @@ SQLITE_TABLES = (
     "agent_thread_leases",
     "agent_replicas",
     "agent_threads",
+    "agent_messages",
 )
 # LangGraph's PostgreSQL saver's tables (its migrations make them).
 CHECKPOINT_TABLES = (

@@ -7,7 +7,9 @@ set the title, where the thread was started, latest activity). They live in the
 checkpoints' database, in the tables agent_runs, agent_run_events and agent_threads,
 plus agent_thread_leases (which run of which process holds a thread, until when) and
 agent_replicas (until when each process is known alive: its queued runs are its until
-then).
+then). agent_messages holds each thread's messages older than its graph's working state
+(`graphs/transcript.py`), in the checkpointer's own serialization, in the order they
+were kept.
 
 `RunStore` is the contract; `app.core.storage.sql` writes its queries once, and
 `app.core.storage.sqlite.runs` / `app.core.storage.postgres.runs` run them on each backend.
@@ -21,7 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Any, Literal, NamedTuple, Protocol
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_serializer
 from pydantic.alias_generators import to_camel
@@ -39,6 +41,14 @@ ACTIVE: frozenset[RunStatus] = frozenset({"queued", "running"})
 DEFAULT_TITLE = "新对话"
 TITLE_CHARS = 40
 ELLIPSIS = "…"
+
+
+class KeptMessage(NamedTuple):
+    """One message of a thread's transcript: its id, and its checkpointer serialization."""
+
+    message_id: str
+    type: str
+    data: bytes
 
 
 class RunError(BaseModel):
@@ -295,7 +305,17 @@ class RunStore(Protocol):
         """Drop the event logs of runs that finished before `finished_before`."""
 
     async def forget_thread(self, thread_id: str) -> None:
-        """Drop the thread's runs, their logs, its list entry and its lease."""
+        """Drop the thread's runs, their logs, its list entry, its lease and its kept
+        messages."""
+
+    async def keep_messages(self, thread_id: str, messages: Sequence[KeptMessage]) -> None:
+        """Append `messages` to the thread's kept messages, skipping ids it holds already."""
+
+    async def kept_messages(self, thread_id: str) -> list[KeptMessage]:
+        """The thread's kept messages, in the order they were kept."""
+
+    async def kept_ids(self, thread_id: str, ids: Sequence[str]) -> set[str]:
+        """Which of `ids` the thread's kept messages hold."""
 
     async def scrub(self) -> None:
         """After deletions (a thread's, a prune's): make what they deleted leave the

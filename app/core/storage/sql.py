@@ -25,6 +25,7 @@ from app.core.storage.runs import (
     ENDED_WHILE_CHECKED_S,
     Admission,
     HeardEnd,
+    KeptMessage,
     MultitaskStrategy,
     RunEnd,
     RunError,
@@ -71,6 +72,11 @@ TITLES_AND_FIRST_REQUESTS = (
     " FROM agent_threads t"
 )
 MARK_RENAMED = "UPDATE agent_threads SET title_by='user' WHERE thread_id=?"
+
+KEEP_MESSAGE = (
+    "INSERT INTO agent_messages (thread_id, message_id, type, data) VALUES (?,?,?,?)"
+    " ON CONFLICT (thread_id, message_id) DO NOTHING"
+)
 
 Step = tuple[str, Any]  # (sql, params): params a tuple, or a list of tuples for many rows
 # Given the rows of each read, the writes to make in the same transaction.
@@ -307,8 +313,30 @@ class SqlRunStore(ABC):
                 ("DELETE FROM agent_runs WHERE thread_id=?", (thread_id,)),
                 ("DELETE FROM agent_threads WHERE thread_id=?", (thread_id,)),
                 ("DELETE FROM agent_thread_leases WHERE thread_id=?", (thread_id,)),
+                ("DELETE FROM agent_messages WHERE thread_id=?", (thread_id,)),
             )
         )
+
+    async def keep_messages(self, thread_id: str, messages: Sequence[KeptMessage]) -> None:
+        rows = [(thread_id, *message) for message in messages]
+        await self._transaction(((KEEP_MESSAGE, rows),))
+
+    async def kept_messages(self, thread_id: str) -> list[KeptMessage]:
+        rows = await self._read(
+            "SELECT message_id, type, data FROM agent_messages WHERE thread_id=? ORDER BY rowid",
+            (thread_id,),
+        )
+        return [KeptMessage(message_id, type_, bytes(data)) for message_id, type_, data in rows]
+
+    async def kept_ids(self, thread_id: str, ids: Sequence[str]) -> set[str]:
+        if not ids:
+            return set()
+        marks = ",".join("?" * len(ids))
+        rows = await self._read(
+            f"SELECT message_id FROM agent_messages WHERE thread_id=? AND message_id IN ({marks})",
+            (thread_id, *ids),
+        )
+        return {row[0] for row in rows}
 
     async def threads(self, graph: str | None, limit: int) -> list[ThreadSummary]:
         where, params = ("WHERE t.graph=? ", (graph,)) if graph is not None else ("", ())

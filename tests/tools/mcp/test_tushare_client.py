@@ -96,7 +96,7 @@ async def test_a_rate_limit_answer_comes_back_as_error_text(server: TushareMCP) 
     client = client_for(server.url)
     await client.connect()
     text = await client.call_text("daily", {"ts_code": "000001.SZ"})
-    assert text.startswith("错误:")
+    assert text.startswith("错误：")
     assert "40203" in text
     assert "每分钟最多访问该接口" in text
 
@@ -130,7 +130,7 @@ async def test_a_call_while_the_server_is_down_fails_readably_and_works_once_it_
     await client.connect()
     server.stop()
     down = await client.call_text("daily", {"ts_code": "000001.SZ", "trade_date": "20251231"})
-    assert down.startswith("错误: 调用 Tushare 工具 daily 失败")
+    assert down.startswith("错误：调用 Tushare 工具 daily 失败")
     server.start()
     up = await client.call_text("daily", {"ts_code": "000001.SZ", "trade_date": "20251231"})
     assert "000001.SZ | 20251231" in up
@@ -160,7 +160,7 @@ async def test_a_silent_server_times_out_on_a_call(silent_server: ServerThread) 
     client = client_for(f"{silent_server.url}/mcp/", call_timeout_s=0.3)
     client.transport = "streamable_http"  # as if connected before the server went quiet
     text = await client.call_text("daily", {"ts_code": "000001.SZ"})
-    assert text.startswith("错误: 调用 Tushare 工具 daily 超时")
+    assert text.startswith("错误：调用 Tushare 工具 daily 超时")
 
 
 async def test_calls_are_logged_with_timing_and_cut_arguments_but_never_the_token(
@@ -217,12 +217,12 @@ async def test_a_failing_langchain_tool_returns_text_instead_of_raising(
     tool = client.langchain_tools()[0]
     server.stop()
     text = await tool.ainvoke({"name": "平安"})
-    assert text.startswith("错误:")
+    assert text.startswith("错误：")
 
 
 def test_an_error_result_is_prefixed() -> None:
-    assert format_result(text_result("接口不存在", is_error=True)) == "错误: 接口不存在"
-    assert format_result(CallToolResult(content=[], isError=True)).startswith("错误: ")
+    assert format_result(text_result("接口不存在", is_error=True)) == "错误：接口不存在"
+    assert format_result(CallToolResult(content=[], isError=True)).startswith("错误：")
 
 
 def test_every_content_block_kind_is_rendered_as_text() -> None:
@@ -256,5 +256,5 @@ def test_every_content_block_kind_is_rendered_as_text() -> None:
 
 def test_an_error_payload_inside_a_normal_result_is_not_prefixed_twice() -> None:
     text = format_result(text_result('{"code": 40203, "msg": "限流"}', is_error=True))
-    assert text.startswith("错误:")
-    assert not text.startswith("错误: 错误")
+    assert text.startswith("错误：")
+    assert not text.startswith("错误：错误")

@@ -57,7 +57,7 @@ def test_rows_render_as_a_header_line_rows_and_a_count() -> None:
 
 def test_an_api_error_renders_as_error_text_with_its_code() -> None:
     text = render(ErrorReply(code=40203, msg="权限不足"))
-    assert text.startswith("错误:")
+    assert text.startswith("错误：")
     assert "40203" in text
     assert "权限不足" in text
 

@@ -78,20 +78,31 @@ CREATE TABLE IF NOT EXISTS agent_replicas (
     owner text PRIMARY KEY,
     expires_at double precision NOT NULL
 );
+CREATE TABLE IF NOT EXISTS agent_messages (
+    thread_id text NOT NULL,
+    message_id text NOT NULL,
+    type text NOT NULL,
+    data bytea NOT NULL,
+    rowid bigint GENERATED ALWAYS AS IDENTITY,
+    PRIMARY KEY (thread_id, message_id)
+);
+CREATE INDEX IF NOT EXISTS agent_messages_order ON agent_messages (thread_id, rowid);
 ALTER TABLE agent_runs ADD COLUMN IF NOT EXISTS rollback_from text;
 ALTER TABLE agent_runs ADD COLUMN IF NOT EXISTS cancel_requested integer NOT NULL DEFAULT 0;
 CREATE TABLE IF NOT EXISTS agent_schema (version integer NOT NULL);
 """
 # The schema's version, written last by `setup`: a database that has it (and every
 # table) needs no set-up. Raise it with each change to the tables above.
-# 2: agent_replicas, agent_runs.rollback_from/cancel_requested; 3: agent_threads.title_by/origin
-SCHEMA_VERSION = 3
+# 2: agent_replicas, agent_runs.rollback_from/cancel_requested; 3: agent_messages;
+# 4: agent_threads.title_by/origin
+SCHEMA_VERSION = 4
 TABLES = (
     "agent_runs",
     "agent_run_events",
     "agent_threads",
     "agent_thread_leases",
     "agent_replicas",
+    "agent_messages",
     "agent_schema",
 )
 # What a prune's VACUUM covers: the tables deletions leave dead rows in (LangGraph's and ours).
@@ -103,6 +114,7 @@ VACUUMED = (
     "agent_run_events",
     "agent_threads",
     "agent_thread_leases",
+    "agent_messages",
 )
 # Created, and filled from the runs already recorded, when missing (as on SQLite).
 THREADS_SCHEMA = """

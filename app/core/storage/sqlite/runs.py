@@ -81,6 +81,13 @@ CREATE TABLE IF NOT EXISTS agent_replicas (
     owner TEXT PRIMARY KEY,
     expires_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS agent_messages (
+    thread_id TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    type TEXT NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (thread_id, message_id)
+);
 """
 # Columns added after the first release: added to an older database's agent_runs.
 RUN_COLUMNS = {
