@@ -143,19 +143,25 @@ class ThreadTitles:
 
 
 def first_exchange(messages: list[AnyMessage]) -> tuple[str, str]:
-    """The thread's first user message and the model's answer (its latest text, which
-    after the first exchange is that exchange's), cut to QUOTED_CHARS each; TitleFailed
-    when the thread has no such pair."""
-    question = next((m.text for m in messages if isinstance(m, HumanMessage) and m.text), "")
-    answers = [m.text for m in messages if isinstance(m, AIMessage) and m.text]
-    if not question.strip() or not answers:
+    """The thread's first user message with text and the model's last text before the next
+    user message (a fast user may have sent one already), cut to QUOTED_CHARS each;
+    TitleFailed when the thread has no such pair."""
+    question, answer = "", ""
+    for message in messages:
+        if isinstance(message, HumanMessage) and message.text.strip():
+            if question:
+                break
+            question = message.text.strip()
+        elif question and isinstance(message, AIMessage) and message.text.strip():
+            answer = message.text.strip()
+    if not question or not answer:
         raise TitleFailed("no first exchange in the thread's state")
-    return question.strip()[:QUOTED_CHARS], answers[-1].strip()[:QUOTED_CHARS]
+    return question[:QUOTED_CHARS], answer[:QUOTED_CHARS]
 
 
 def clean_title(reply: str) -> str:
     """A model's reply as a title: its first non-empty line without a `标题:` label,
     quotes or markup, then `short_title`; "" when nothing is left."""
     line = next((line for line in reply.splitlines() if line.strip()), "")
-    line = _LABEL.sub("", line).strip(_WRAPPING)
+    line = _LABEL.sub("", line.strip(_WRAPPING)).strip(_WRAPPING)
     return short_title(line.removesuffix("。").removesuffix("."))
