@@ -180,6 +180,11 @@ class Settings(GraphSettings):
         description="a running run's thread lease; renewed every third of it, taken over "
         "by another process once it expires",
     )
+    agent_thread_titles: bool = Field(
+        True,
+        description="after a thread's first exchange, ask the model for a short title in the "
+        "background (one extra model call per thread); false: the first message stays the title",
+    )
     agent_extra_graphs: str = ""  # "id=module,...": graphs served besides GRAPH_MODULES (bench/)
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)

@@ -159,6 +159,8 @@ def scrubbed_env(model_url: str) -> dict[str, str]:
         OPENAI_MODEL="bench-model",
         OPENAI_MAX_RETRIES="0",  # a failed call is an error to count, not to hide
         OPENAI_TIMEOUT="120",
+        # langgraph dev and the floor title no thread: a title call would be ours alone.
+        AGENT_THREAD_TITLES="false",
         NO_PROXY="127.0.0.1,localhost",
         no_proxy="127.0.0.1,localhost",
         LANGGRAPH_CLI_NO_ANALYTICS="1",

@@ -99,6 +99,7 @@ class LocalRun:
                 run_id=uuid.uuid4().hex,
                 messages=[UserMessage(id=str(uuid.uuid4()), content=message)] if message else [],
                 resume=self._resume or None,
+                origin="terminal",
             )
         finally:
             self._started.set()

@@ -187,6 +187,8 @@ class RemoteAgent:
             run_id=run_id,
             messages=[UserMessage(id=str(uuid.uuid4()), content=message)] if message else [],
             resume=list(resume) or None,
+            # The thread list marks the threads a terminal started.
+            forwarded_props={"origin": "terminal"},
         ).model_dump(mode="json", by_alias=True)
         return RemoteRun(self, thread_id, run_id, body=body)
 

@@ -42,7 +42,7 @@ from app.core.runs.log import Entry
 from app.core.runs.prepare import THREAD_ID
 from app.core.runs.service import AgentService, new_run_id
 from app.core.runs.threads import MAX_PAGE_MESSAGES, PAGE_MESSAGES, ThreadPage, page_of
-from app.core.storage.runs import MultitaskStrategy, RunRecord, ThreadSummary
+from app.core.storage.runs import MultitaskStrategy, RunRecord, ThreadOrigin, ThreadSummary
 from app.http.openapi import EVENT_STREAM, errors, follow
 
 BODY_TOO_LARGE = "request body exceeds {limit} bytes"
@@ -237,6 +237,9 @@ class RunOptions(_Camel):
     on_disconnect: Literal["continue", "cancel"] = Field(
         "continue", description="whether the run goes on when its client goes away"
     )
+    origin: ThreadOrigin = Field(
+        "api", description="where a thread this run starts is listed as started (`terminal`)"
+    )
 
 
 class ChatRequest(_Camel):
@@ -333,6 +336,7 @@ async def run_agent(graph_id: str, request: Request, agents: Agents) -> Response
         messages=run_input.messages,
         resume=run_input.resume,
         multitask_strategy=options.multitask_strategy,
+        origin=options.origin,
     )
     on_abort = run.cancel if options.on_disconnect == "cancel" else None
     return _event_stream(agents, run.batches(), on_abort)

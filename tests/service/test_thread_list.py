@@ -96,6 +96,7 @@ def test_threads_are_listed_newest_activity_first_with_their_latest_status(
         "title": "查天气",
         "updatedAt": by_id[third]["updatedAt"],
         "status": "interrupted",
+        "origin": "api",
     }
     assert by_id[first]["status"] == by_id[second]["status"] == "success"
     [latest_run] = api.http.get(f"/api/threads/{first}/runs").json()

@@ -31,7 +31,12 @@ PROJECT_VARS = (
     "AGENT_CONTEXT_TOKENS",
     "OPENAI_MAX_TOKENS",
     "AGENT_HISTORY_SUMMARY",
+    "AGENT_THREAD_TITLES",
 )
+# Titles off: the doubles are scripted reply by reply and count requests, and a title
+# call after each first exchange would take a turn meant for the next run at a moment of
+# its own. The tests of titles turn them on (tests/service/test_thread_titles.py).
+TITLES_OFF = {"AGENT_THREAD_TITLES": "false"}
 
 
 def double_env(llm: ScriptedLLM, meteo: FakeOpenMeteo, data_dir: Path) -> dict[str, str]:
@@ -47,6 +52,7 @@ def double_env(llm: ScriptedLLM, meteo: FakeOpenMeteo, data_dir: Path) -> dict[s
         "OPEN_METEO_TIMEOUT": "5",
         "AGENT_DB": str(data_dir / "agent.sqlite"),
         "AGENT_REPORTS_DIR": str(data_dir / "reports"),
+        **TITLES_OFF,
     }
 
 

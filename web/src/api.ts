@@ -39,7 +39,11 @@ export interface ThreadSummary {
   title: string;
   updatedAt: number; // ms since the epoch
   status: RunStatus | null;
+  /** Where the thread was started: "terminal" (react-agent chat) or "api" (anything else). */
+  origin: ThreadOrigin;
 }
+
+export type ThreadOrigin = "api" | "terminal";
 
 /** A run as the server records it (`GET /api/threads/{id}/runs`). */
 export interface RunRecord {
@@ -142,6 +146,7 @@ function summaryOf(value: unknown): ThreadSummary | null {
     title: typeof v.title === "string" ? v.title : "",
     updatedAt: Number.isFinite(updated) ? updated : 0,
     status: typeof v.status === "string" && RUN_STATUSES.has(v.status) ? (v.status as RunStatus) : null,
+    origin: v.origin === "terminal" ? "terminal" : "api",
   };
 }
 

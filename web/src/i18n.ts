@@ -84,6 +84,8 @@ const zh = {
   statusWaiting: "等你回答",
   statusStopped: "已停止",
   statusFailed: "失败",
+  fromTerminal: "终端",
+  fromTerminalHint: "在终端里用 react-agent chat 开始的会话",
   // conversation
   talkTo: (agent: string) => `和「${agent}」对话`,
   startChat: "开始对话",
@@ -236,6 +238,8 @@ const en: Catalogue = {
   statusWaiting: "waiting for you",
   statusStopped: "stopped",
   statusFailed: "failed",
+  fromTerminal: "terminal",
+  fromTerminalHint: "Started in a terminal with react-agent chat",
   talkTo: (agent) => `Chat with ${agent}`,
   startChat: "Start a conversation",
   examples: "Example questions",

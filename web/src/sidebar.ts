@@ -1,8 +1,8 @@
 // The thread list in the sidebar and the agent picker.
 //
 // ThreadList.render(threads, currentId) draws the list newest first, each row with its
-// state badge (running / waiting for you / stopped / failed), a rename and a delete
-// button. The list is redrawn whenever the server's list is read again (every few
+// state badge (running / waiting for you / stopped / failed), a mark on the threads a
+// terminal started, a rename and a delete button. The list is redrawn whenever the server's list is read again (every few
 // seconds), so rows that did not change are kept as they are: focus stays where it was
 // and a row being renamed is left alone until its edit ends. filter(query) narrows the
 // rows to the titles holding the query (the page has the whole list, so no server search).
@@ -60,7 +60,7 @@ export class ThreadList {
     const rows = sorted.map((entry) => {
       const active = entry.id === currentId;
       const status = entry.status ?? null;
-      const key = JSON.stringify([entry.title, entry.graphId, status, active, when(entry.updatedAt)]);
+      const key = JSON.stringify([entry.title, entry.graphId, status, entry.origin, active, when(entry.updatedAt)]);
       const old = this.rows.get(entry.id);
       if (old && (old.key === key || this.editing === entry.id)) return [entry.id, old] as const;
       return [entry.id, { key, el: this.row(entry, active) }] as const;
@@ -104,7 +104,18 @@ export class ThreadList {
             ? h("span", { class: "thread-status", text: BADGE_TEXT[status], attrs: { "data-status": status } })
             : null,
         ),
-        h("span", { class: "thread-meta", text: `${agentName(entry.graphId)} · ${when(entry.updatedAt)}` }),
+        h(
+          "span",
+          { class: "thread-meta" },
+          entry.origin === "terminal"
+            ? h("span", {
+                class: "thread-origin",
+                text: `${t.fromTerminal} · `,
+                attrs: { title: t.fromTerminalHint, "data-origin": "terminal" },
+              })
+            : null,
+          `${agentName(entry.graphId)} · ${when(entry.updatedAt)}`,
+        ),
       ),
       h(
         "button",

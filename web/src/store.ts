@@ -4,6 +4,8 @@
 // tab's only (sessionStorage): it is gone when the tab closes, and never written where it
 // would persist; a key an older page left in localStorage is moved out on load.
 
+import type { ThreadOrigin } from "./api";
+
 /** The state a thread's latest run left it in, as the sidebar's badge shows it. */
 export type ThreadStatus = "running" | "waiting" | "stopped" | "failed" | null;
 
@@ -13,6 +15,7 @@ export interface ThreadEntry {
   title: string;
   updatedAt: number;
   status?: ThreadStatus;
+  origin?: ThreadOrigin;
 }
 
 const KEYS = {

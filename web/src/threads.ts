@@ -71,6 +71,7 @@ export class Threads {
       };
       entry.graphId = summary.graphId;
       entry.title = summary.title || entry.title;
+      entry.origin = summary.origin;
       entry.updatedAt = Math.max(summary.updatedAt, entry.updatedAt);
       if ((this.seenAt.get(entry.id) ?? 0) < asked - LOCAL_STATUS_MS) {
         entry.status = badgeOf(summary.status);

@@ -6,7 +6,7 @@ import { badgeOf, LOCAL_STATUS_MS, NEW_THREAD_GRACE_MS, Threads } from "../src/t
 const NOW = 1_800_000_000_000;
 
 function summary(threadId: string, extra: Partial<ThreadSummary> = {}): ThreadSummary {
-  return { threadId, graphId: "weather", title: `title ${threadId}`, updatedAt: NOW - 1000, status: "success", ...extra };
+  return { threadId, graphId: "weather", title: `title ${threadId}`, updatedAt: NOW - 1000, status: "success", origin: "api", ...extra };
 }
 
 function entry(id: string, extra: Partial<ThreadEntry> = {}): ThreadEntry {
@@ -19,6 +19,12 @@ describe("the server's thread list", () => {
     threads.merge([summary("a"), summary("made-elsewhere", { status: "interrupted" })], NOW, NOW);
     expect(threads.entries.map((e) => e.id)).toEqual(["a", "made-elsewhere"]);
     expect(threads.known("made-elsewhere")).toMatchObject({ title: "title made-elsewhere", status: "waiting" });
+  });
+
+  it("takes a title the server gave later (the model's) and where the thread was started", () => {
+    const threads = new Threads([entry("a", { title: "查天气" })]);
+    threads.merge([summary("a", { title: "北京明天天气", origin: "terminal" })], NOW, NOW);
+    expect(threads.known("a")).toMatchObject({ title: "北京明天天气", origin: "terminal" });
   });
 
   it("updates the open thread's own entry in place, keeping a title the server has not given yet", () => {

@@ -78,6 +78,7 @@ from app.core.runs.threads import (
     read_thread,
     run_config,
 )
+from app.core.runs.titles import ThreadTitles
 from app.core.runs.transcript import ThreadTranscript
 from app.core.runs.turns import Turns
 from app.core.storage.backends import open_storage, settle_cancelled_writes
@@ -90,6 +91,7 @@ from app.core.storage.runs import (
     RunStatus,
     RunStore,
     StoredRun,
+    ThreadOrigin,
     ThreadSummary,
     plain_title,
 )
@@ -175,6 +177,7 @@ class AgentService:
         self._threads: dict[str, list[Run]] = {}
         self._turns = Turns(store, self.owner, self.lease_s)
         self.recovery = Recovery(self)
+        self.titles = ThreadTitles(settings, graphs, store, self.redact)
         # Raises unless the database has its tables, restoring them where it can
         # (`app.core.storage.backends.Storage.schema`).
         self.schema = schema or _schema_unchecked
@@ -229,8 +232,10 @@ class AgentService:
         resume: Sequence[ResumeEntry] | None = None,
         stream_tokens: bool = True,
         multitask_strategy: MultitaskStrategy = "reject",
+        origin: ThreadOrigin = "api",
     ) -> Run:
-        """Check, record and start a run: the one way a run starts.
+        """Check, record and start a run: the one way a run starts (`origin`: where a
+        thread it starts is said to be started).
 
         Raises a ServiceError (nothing recorded, nothing changed) when the request or
         the thread's state refuses it. The run then executes on its own; follow it
@@ -280,6 +285,7 @@ class AgentService:
                 strategy=multitask_strategy,
                 ttl_s=self.lease_s,
                 max_queued=self.settings.agent_max_queued_per_thread,
+                origin=origin,
             )
             if admission.outcome == "exists":
                 raise Conflict("run_exists", RUN_EXISTS.format(thread_id=thread_id, run_id=run_id))
@@ -465,6 +471,8 @@ class AgentService:
             await self.writer.end(end)
             run.record.status, run.record.error = status, error
             run.record.finished_at = finished_at
+            if status == "success":  # the model answered: its thread may want a title
+                self.titles.after_exchange(run.thread_id, run.run_id, run.record.graph)
         except Exception:
             logger.exception("could not record the end of run %s", run.run_id)
         finally:
@@ -756,6 +764,8 @@ class AgentService:
             logger.info("leaving run %s to resume at the next start", run.run_id)
             run.suspend()
         await asyncio.gather(*tasks, return_exceptions=True)
+        left = self.settings.agent_shutdown_grace_s - (time.monotonic() - self._closing_at)
+        await self.titles.close(wait_s=0 if cancel_runs else left)
         await self.recovery.stop()
         await self.writer.stop()
         for run in to_resume:  # another process may take them over now, not a lease later

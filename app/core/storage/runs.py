@@ -2,13 +2,14 @@
 
 A run is `(threadId, runId)` with its graph, status and times; its event log holds
 every AG-UI event it sent, as the JSON a client received, under its sequence number
-(1, 2, 3, ...); the thread list keeps one row per thread with runs (graph, title,
-latest activity). They live in the checkpoints' database, in the tables agent_runs,
-agent_run_events and agent_threads, plus agent_thread_leases (which run of which
-process holds a thread, until when) and agent_replicas (until when each process is
-known alive: its queued runs are its until then). agent_messages holds each thread's
-messages older than its graph's working state (`graphs/transcript.py`), in the
-checkpointer's own serialization, in the order they were kept.
+(1, 2, 3, ...); the thread list keeps one row per thread with runs (graph, title, who
+set the title, where the thread was started, latest activity). They live in the
+checkpoints' database, in the tables agent_runs, agent_run_events and agent_threads,
+plus agent_thread_leases (which run of which process holds a thread, until when) and
+agent_replicas (until when each process is known alive: its queued runs are its until
+then). agent_messages holds each thread's messages older than its graph's working state
+(`graphs/transcript.py`), in the checkpointer's own serialization, in the order they
+were kept.
 
 `RunStore` is the contract; `app.core.storage.sql` writes its queries once, and
 `app.core.storage.sqlite.runs` / `app.core.storage.postgres.runs` run them on each backend.
@@ -30,6 +31,12 @@ from pydantic.alias_generators import to_camel
 from app.core.errors import ErrorCode, run_error_code
 
 RunStatus = Literal["queued", "running", "interrupted", "success", "error", "cancelled"]
+# Where a thread was started: by the terminal (`react-agent chat`, in-process or with
+# --server), or through the HTTP API by anything else (the web page, a script).
+ThreadOrigin = Literal["api", "terminal"]
+# Who set a thread's title: its first user message (the fallback, until the model titles
+# the thread after its first exchange), the model, or the user (a rename: never replaced).
+TitleBy = Literal["message", "model", "user"]
 ACTIVE: frozenset[RunStatus] = frozenset({"queued", "running"})
 DEFAULT_TITLE = "新对话"
 TITLE_CHARS = 40
@@ -86,6 +93,10 @@ class ThreadSummary(BaseModel):
     title: str
     updated_at: float = Field(description="ISO 8601, UTC: the thread's latest run start or end")
     status: RunStatus = Field(description="the status of the thread's latest run")
+    origin: ThreadOrigin = Field(
+        description="where the thread was started: `terminal` (react-agent chat, in-process "
+        "or with --server) or `api` (anything else: the web page, a script)"
+    )
 
     @field_serializer("updated_at")
     def _iso(self, value: float) -> str:
@@ -126,10 +137,17 @@ def default_title(messages: Iterable[Any]) -> str:
                 for part in content
                 if isinstance(part, dict) and part.get("type") == "text"
             )
-        text = " ".join(plain_title(str(content or "")).split())
+        text = short_title(str(content or ""))
         if text:
-            return text[:TITLE_CHARS] + ELLIPSIS if len(text) > TITLE_CHARS else text
+            return text
     return DEFAULT_TITLE
+
+
+def short_title(text: str) -> str:
+    """`text` as a list's title: a `plain_title`, whitespace collapsed, cut to TITLE_CHARS
+    characters (then `…`); "" when nothing is left."""
+    text = " ".join(plain_title(text).split())
+    return text[:TITLE_CHARS] + ELLIPSIS if len(text) > TITLE_CHARS else text
 
 
 def request_messages(request: str) -> list[Any]:
@@ -200,22 +218,35 @@ class StoredRun(BaseModel):
 
 def threads_from_runs(
     rows: Iterable[Sequence[Any]],
-) -> list[tuple[str, str, str, float, float]]:
+) -> list[tuple[str, str, str, float, float, str]]:
     """The thread list's rows rebuilt from run rows (a database from before the list).
 
     `rows` are `(thread_id, graph, request, created_at, finished_at or created_at)` in
     insertion order; each thread gets the latest run's graph, the first run's title, the
-    first start and the latest start or end.
+    first start, the latest start or end, and `api` as where it was started (INSERT_THREAD's
+    columns; who set the title: its first message, the columns' default).
     """
-    threads: dict[str, tuple[str, str, str, float, float]] = {}
+    threads: dict[str, tuple[str, str, str, float, float, str]] = {}
     for thread_id, graph, request, created, active in rows:  # each thread's oldest first
         first = threads.get(thread_id)
         if first is None:
             title = default_title(request_messages(request))
-            threads[thread_id] = (thread_id, graph, title, created, active)
+            threads[thread_id] = (thread_id, graph, title, created, active, "api")
         else:
-            threads[thread_id] = (thread_id, graph, first[2], first[3], max(first[4], active))
+            latest = max(first[4], active)
+            threads[thread_id] = (thread_id, graph, first[2], first[3], latest, "api")
     return list(threads.values())
+
+
+def renamed(rows: Iterable[Sequence[Any]]) -> list[tuple[str]]:
+    """The threads whose title their user gave, from `(thread_id, title, first run's
+    request)` rows of a database from before `title_by`: a title that is not the one the
+    first message makes (a thread without runs keeps its own)."""
+    return [
+        (thread_id,)
+        for thread_id, title, request in rows
+        if request is not None and title != default_title(request_messages(request))
+    ]
 
 
 class RunStore(Protocol):
@@ -300,14 +331,30 @@ class RunStore(Protocol):
         """The threads (of `graph`, or all), newest activity first, at most `limit`."""
 
     async def rename_thread(self, thread_id: str, title: str) -> ThreadSummary | None:
-        """Give the thread `title` (kept across later runs); None when it is unknown."""
+        """Give the thread `title` (kept across later runs, never replaced by the model's);
+        None when it is unknown."""
+
+    async def title_due(self, thread_id: str, run_id: str) -> bool:
+        """Whether the model should title the thread now that `run_id` ended `success`:
+        it is the thread's first run to do so, and the title is still its first message's."""
+
+    async def set_model_title(self, thread_id: str, title: str) -> bool:
+        """Give the thread the model's `title` unless its title is no longer the first
+        message's (the user renamed it meanwhile, say); whether it was given."""
 
     # --- admission and hand-over across processes ------------------------------------
 
     async def admit(
-        self, stored: StoredRun, *, strategy: MultitaskStrategy, ttl_s: float, max_queued: int
+        self,
+        stored: StoredRun,
+        *,
+        strategy: MultitaskStrategy,
+        ttl_s: float,
+        max_queued: int,
+        origin: ThreadOrigin = "api",
     ) -> Admission:
-        """Record a new run unless the thread refuses it, atomically across processes.
+        """Record a new run unless the thread refuses it, atomically across processes;
+        a thread it starts is recorded as started from `origin`.
 
         The thread's active runs decide: none -> `running` and the thread leased to it
         for `ttl_s`; some -> `busy` for `reject`, else `queued` behind them (`interrupt`

@@ -32,6 +32,7 @@ from app.core.storage.runs import (
     RunRecord,
     RunStatus,
     StoredRun,
+    ThreadOrigin,
     ThreadSummary,
     default_title,
     storable,
@@ -46,8 +47,8 @@ ACTIVE_SQL = "status IN ('queued', 'running')"
 # thread_id), so no status is kept twice.
 SUMMARY = (
     "SELECT t.thread_id, t.graph, t.title, t.updated_at, (SELECT r.status FROM agent_runs r"
-    " WHERE r.thread_id = t.thread_id ORDER BY r.created_at DESC, r.rowid DESC LIMIT 1)"
-    " FROM agent_threads t"
+    " WHERE r.thread_id = t.thread_id ORDER BY r.created_at DESC, r.rowid DESC LIMIT 1),"
+    " t.origin FROM agent_threads t"
 )
 # A run's rows, oldest first per thread, for rebuilding the thread list (`threads_from_runs`).
 RUNS_FOR_THREADS = (
@@ -55,8 +56,22 @@ RUNS_FOR_THREADS = (
     " FROM agent_runs ORDER BY thread_id, created_at, rowid"
 )
 INSERT_THREAD = (
-    "INSERT INTO agent_threads (thread_id, graph, title, created_at, updated_at) VALUES (?,?,?,?,?)"
+    "INSERT INTO agent_threads (thread_id, graph, title, created_at, updated_at, origin)"
+    " VALUES (?,?,?,?,?,?)"
 )
+# agent_threads' columns added after it was first released (`title_by` says who set the
+# title: `app.core.storage.runs.TitleBy`), with what an older database's rows get.
+THREAD_COLUMNS = {
+    "title_by": "TEXT NOT NULL DEFAULT 'message'",
+    "origin": "TEXT NOT NULL DEFAULT 'api'",
+}
+# Each thread's title and its first run's request: which titles a user gave (`renamed`).
+TITLES_AND_FIRST_REQUESTS = (
+    "SELECT t.thread_id, t.title, (SELECT r.request FROM agent_runs r"
+    " WHERE r.thread_id = t.thread_id ORDER BY r.created_at, r.rowid LIMIT 1)"
+    " FROM agent_threads t"
+)
+MARK_RENAMED = "UPDATE agent_threads SET title_by='user' WHERE thread_id=?"
 
 KEEP_MESSAGE = (
     "INSERT INTO agent_messages (thread_id, message_id, type, data) VALUES (?,?,?,?)"
@@ -131,9 +146,14 @@ def _insert_run(
 
 def summary(row: Sequence[Any]) -> ThreadSummary:
     """A row of SUMMARY as the thread's list entry."""
-    thread_id, graph, title, updated_at, status = row
+    thread_id, graph, title, updated_at, status, origin = row
     return ThreadSummary(
-        thread_id=thread_id, graph_id=graph, title=title, updated_at=updated_at, status=status
+        thread_id=thread_id,
+        graph_id=graph,
+        title=title,
+        updated_at=updated_at,
+        status=status,
+        origin=origin,
     )
 
 
@@ -182,6 +202,7 @@ class SqlRunStore(ABC):
                         title,
                         record.created_at,
                         record.created_at,
+                        "api",
                         record.run_id,
                     ),
                 ),
@@ -329,7 +350,7 @@ class SqlRunStore(ABC):
         rows = await self._transaction(
             (
                 (
-                    "UPDATE agent_threads SET title=? WHERE thread_id=?",
+                    "UPDATE agent_threads SET title=?, title_by='user' WHERE thread_id=?",
                     (storable(title), thread_id),
                 ),
                 (f"{SUMMARY} WHERE t.thread_id=?", (thread_id,)),
@@ -337,6 +358,29 @@ class SqlRunStore(ABC):
             fetch=True,
         )
         return summary(rows[0]) if rows and rows[0][4] is not None else None
+
+    async def title_due(self, thread_id: str, run_id: str) -> bool:
+        rows = await self._read(
+            "SELECT 1 FROM agent_threads t WHERE t.thread_id=? AND t.title_by='message'"
+            " AND NOT EXISTS (SELECT 1 FROM agent_runs r WHERE r.thread_id=t.thread_id"
+            " AND r.status='success' AND r.run_id<>?)",
+            (thread_id, run_id),
+        )
+        return bool(rows)
+
+    async def set_model_title(self, thread_id: str, title: str) -> bool:
+        # Decided here, not by the caller: a rename that landed while the model was
+        # writing made title_by `user`, and then this changes nothing.
+        count = await self._transaction(
+            (
+                (
+                    "UPDATE agent_threads SET title=?, title_by='model'"
+                    " WHERE thread_id=? AND title_by='message'",
+                    (storable(title), thread_id),
+                ),
+            )
+        )
+        return bool(count == 1)
 
     async def renew(self, owner: str, ttl_s: float) -> list[str]:
         rows = await self._transaction(
@@ -367,7 +411,13 @@ class SqlRunStore(ABC):
         )
 
     async def admit(
-        self, stored: StoredRun, *, strategy: MultitaskStrategy, ttl_s: float, max_queued: int
+        self,
+        stored: StoredRun,
+        *,
+        strategy: MultitaskStrategy,
+        ttl_s: float,
+        max_queued: int,
+        origin: ThreadOrigin = "api",
     ) -> Admission:
         record = stored.record
         thread_id, run_id = record.thread_id, record.run_id
@@ -399,7 +449,7 @@ class SqlRunStore(ABC):
                     f"{INSERT_THREAD} ON CONFLICT (thread_id) DO UPDATE SET"
                     " graph=excluded.graph,"
                     f" updated_at={self.GREATEST}(agent_threads.updated_at, excluded.updated_at)",
-                    (thread_id, record.graph, title, record.created_at, record.created_at),
+                    (thread_id, record.graph, title, record.created_at, record.created_at, origin),
                 ),
                 # A queued run finds its start checkpoint when its turn comes.
                 _insert_run(

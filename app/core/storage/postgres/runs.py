@@ -27,10 +27,13 @@ from psycopg.rows import tuple_row
 from app.core.errors import StorageUnavailable
 from app.core.storage.postgres.connection import Pool
 from app.core.storage.postgres.listen import NOTIFY_END, Connect, listening
-from app.core.storage.runs import HeardEnd, RunEnd, storable, threads_from_runs
+from app.core.storage.runs import HeardEnd, RunEnd, renamed, storable, threads_from_runs
 from app.core.storage.sql import (
     INSERT_THREAD,
+    MARK_RENAMED,
     RUNS_FOR_THREADS,
+    THREAD_COLUMNS,
+    TITLES_AND_FIRST_REQUESTS,
     Decision,
     SqlRunStore,
     Step,
@@ -90,8 +93,9 @@ CREATE TABLE IF NOT EXISTS agent_schema (version integer NOT NULL);
 """
 # The schema's version, written last by `setup`: a database that has it (and every
 # table) needs no set-up. Raise it with each change to the tables above.
-# 2: agent_replicas, agent_runs.rollback_from/cancel_requested; 3: agent_messages
-SCHEMA_VERSION = 3
+# 2: agent_replicas, agent_runs.rollback_from/cancel_requested; 3: agent_messages;
+# 4: agent_threads.title_by/origin
+SCHEMA_VERSION = 4
 TABLES = (
     "agent_runs",
     "agent_run_events",
@@ -237,17 +241,39 @@ class PostgresRunStore(SqlRunStore):
             row = await cursor.fetchone()
             if row is not None and next(iter(row.values())):
                 await self._add_threads_table(conn)
+            else:
+                await self._add_thread_columns(conn)
             await conn.execute("DELETE FROM agent_schema")
             await conn.execute("INSERT INTO agent_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
 
     async def _add_threads_table(self, conn: AsyncConnection[Any]) -> None:
         for statement in _statements(THREADS_SCHEMA):
             await conn.execute(statement, prepare=False)
+        await self._add_thread_columns(conn)
         cursor = conn.cursor(row_factory=tuple_row)
         await cursor.execute(RUNS_FOR_THREADS)
         rows = threads_from_runs(await cursor.fetchall())
         if rows:
             await cursor.executemany(_pg(INSERT_THREAD), rows)
+
+    async def _add_thread_columns(self, conn: AsyncConnection[Any]) -> None:
+        """agent_threads' later columns; where they were missing, a title that is not its
+        first message's is the user's."""
+        cursor = conn.cursor(row_factory=tuple_row)
+        await cursor.execute(
+            "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()"
+            " AND table_name = 'agent_threads' AND column_name = 'title_by'"
+        )
+        if await cursor.fetchone() is not None:
+            return
+        for name, kind in THREAD_COLUMNS.items():
+            await conn.execute(
+                f"ALTER TABLE agent_threads ADD COLUMN IF NOT EXISTS {name} {kind}", prepare=False
+            )
+        await cursor.execute(TITLES_AND_FIRST_REQUESTS)
+        rows = renamed(await cursor.fetchall())
+        if rows:
+            await cursor.executemany(_pg(MARK_RENAMED), rows)
 
     async def probe(self, timeout_s: float) -> None:
         """A pooled connection answers within `timeout_s`, on a primary (it takes writes)."""

@@ -20,8 +20,17 @@ from typing import Any, ClassVar
 
 import aiosqlite
 
-from app.core.storage.runs import threads_from_runs
-from app.core.storage.sql import INSERT_THREAD, RUNS_FOR_THREADS, Decision, SqlRunStore, Step
+from app.core.storage.runs import renamed, threads_from_runs
+from app.core.storage.sql import (
+    INSERT_THREAD,
+    MARK_RENAMED,
+    RUNS_FOR_THREADS,
+    THREAD_COLUMNS,
+    TITLES_AND_FIRST_REQUESTS,
+    Decision,
+    SqlRunStore,
+    Step,
+)
 from app.core.storage.sqlite.connection import SqliteConnection, open_sqlite, truncate_wal
 
 logger = logging.getLogger(__name__)
@@ -116,7 +125,7 @@ class SqliteRunStore(SqlRunStore):
     async def setup(self) -> None:
         await self._db.call(lambda conn: conn.executescript(SCHEMA))
         # One process adds what is missing; the others see it there.
-        await self._db.transaction(_add_threads_table)
+        await self._db.transaction(_add_what_is_missing)
 
     async def probe(self, timeout_s: float) -> None:
         """The file is there, and a writer could take its lock now (what every run needs)."""
@@ -155,9 +164,10 @@ class SqliteRunStore(SqlRunStore):
         return rows
 
 
-def _add_threads_table(conn: sqlite3.Connection) -> None:
-    """Add what an older database lacks: agent_runs' later columns, and agent_threads
-    filled from the runs already recorded."""
+def _add_what_is_missing(conn: sqlite3.Connection) -> None:
+    """Add what an older database lacks: agent_runs' later columns, agent_threads filled
+    from the runs already recorded, and agent_threads' later columns (a title that is not
+    its first message's is the user's)."""
     columns = {row[1] for row in conn.execute("PRAGMA table_info(agent_runs)")}
     for name, statement in RUN_COLUMNS.items():
         if name not in columns:
@@ -168,8 +178,14 @@ def _add_threads_table(conn: sqlite3.Connection) -> None:
     if found is None:
         for statement in filter(str.strip, THREADS_SCHEMA.split(";")):
             conn.execute(statement)
-        rows = conn.execute(RUNS_FOR_THREADS).fetchall()
-        conn.executemany(INSERT_THREAD, threads_from_runs(rows))
+    thread_columns = {row[1] for row in conn.execute("PRAGMA table_info(agent_threads)")}
+    for name, kind in THREAD_COLUMNS.items():
+        if name not in thread_columns:
+            conn.execute(f"ALTER TABLE agent_threads ADD COLUMN {name} {kind}")
+    if found is None:
+        conn.executemany(INSERT_THREAD, threads_from_runs(conn.execute(RUNS_FOR_THREADS)))
+    elif "title_by" not in thread_columns:
+        conn.executemany(MARK_RENAMED, renamed(conn.execute(TITLES_AND_FIRST_REQUESTS)))
 
 
 def _run_steps(conn: sqlite3.Connection, *, steps: Sequence[Step], fetch: bool) -> Any:
