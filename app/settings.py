@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
@@ -140,6 +141,28 @@ class Settings(GraphSettings):
         "connection, SQLite's write lock) before it is refused with 503 storage_unavailable",
     )
     agent_api_key: SecretStr | None = None
+    # Users (README "Users and access"; app.core.users).
+    agent_jwt_jwks_url: str | None = Field(
+        None, description="an identity provider's JWKS URL: its bearer JWTs sign users in"
+    )
+    agent_jwt_issuer: str | None = Field(None, description="the `iss` a token must carry")
+    agent_jwt_audience: str | None = Field(None, description="the `aud` a token must carry")
+    agent_jwt_admin_claim: str | None = Field(
+        None, description="`claim` (true) or `claim=value` (or a list holding it): an admin"
+    )
+    agent_trusted_user_header: str | None = Field(
+        None, description="a header naming the user, believed from AGENT_TRUSTED_PROXIES only"
+    )
+    agent_trusted_proxies: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="addresses or networks (CIDR) of trusted proxies"
+    )
+    agent_user_max_runs: int = Field(4, ge=1, description="a user's runs queued or running at once")
+    agent_user_rpm: int | None = Field(
+        300, ge=1, description="a user's requests a minute (unset or empty: no limit)"
+    )
+    agent_user_tokens_per_day: int | None = Field(
+        None, ge=1, description="a user's model tokens a UTC day (unset: no quota)"
+    )
     agent_cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     agent_allowed_hosts: Annotated[list[str] | None, NoDecode] = Field(
         None,
@@ -224,6 +247,28 @@ class Settings(GraphSettings):
         if isinstance(value, str):
             return [origin.strip() for origin in value.split(",") if origin.strip()]
         return value
+
+    @field_validator("agent_trusted_proxies", mode="before")
+    @classmethod
+    def _split_proxies(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [entry.strip() for entry in value.split(",") if entry.strip()]
+        return value
+
+    @field_validator("agent_trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an address or a network (CIDR)") from None
+        return value
+
+    @field_validator("agent_user_rpm", "agent_user_tokens_per_day", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: object) -> object:
+        return None if value == "" else value
 
     @field_validator("agent_allowed_hosts", mode="before")
     @classmethod

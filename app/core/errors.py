@@ -5,14 +5,17 @@ readable message. The HTTP server has one handler for `ServiceError`; the termin
 client shows `message`. The status rule:
 
 - 400 the body is not JSON, or the `Host` header names no host this server answers to;
-  401 missing or wrong bearer key; 404 unknown graph, thread, run or message;
+  401 missing or wrong bearer key or token; 403 an admin's route (`/metrics`) asked by
+  another user; 404 unknown graph, thread, run or message (another user's thread or run
+  is unknown too: no one learns it exists);
 - 409 the thread's state does not allow it now (a run in progress, a run id taken, a
   finished run cancelled, another graph's thread, user messages it already holds,
   answers awaited, nothing pending, an interrupt id not pending);
 - 408 the body did not arrive in time (AGENT_BODY_TIMEOUT_S);
 - 410 a run whose events have expired; 413 body too large, or too many messages in one
   request; 415 a body (or a POST) that is not declared JSON; 431 a request head over
-  64 KiB; 429 too many runs waiting (a thread's queue, or this process's, is full);
+  64 KiB; 429 too many runs waiting (a thread's queue, or this process's, is full), or a
+  user's limit reached (runs at once, requests a minute, tokens a day);
   422 the request itself is wrong (a bad answer, a message too long or not text, no
   user message, a bad id);
 - 502 a run that failed (`/api/chat`); 503 the service is shutting down, its database
@@ -57,8 +60,13 @@ ErrorCode = Literal[
     "nothing_pending",
     "unknown_interrupt",
     "run_expired",
-    # too many runs already waiting (429)
+    # too many runs already waiting, or a user's limit reached (429)
     "queue_full",
+    "too_many_runs",
+    "rate_limited",
+    "quota_exceeded",
+    # an admin's route asked by another user (403)
+    "admin_only",
     # the request itself is wrong (422)
     "invalid_body",
     "bad_thread_id",
@@ -141,6 +149,12 @@ class Unauthorized(ServiceError):
     """Missing or wrong bearer key (401)."""
 
     status = 401
+
+
+class Forbidden(ServiceError):
+    """A route for admins, asked by another user (403)."""
+
+    status = 403
 
 
 class RequestTimeout(ServiceError):

@@ -3,8 +3,9 @@
 Contract:
 
 - `GET /metrics` answers the Prometheus text format of the service's registry
-  (`app.core.observability.metrics`); it is behind the API key like `/api/*` (scrape with
-  `Authorization: Bearer <AGENT_API_KEY>`), and 404 when `AGENT_METRICS=false`.
+  (`app.core.observability.metrics`); it is an admin's (scrape with
+  `Authorization: Bearer <AGENT_API_KEY>` or an admin's key; another user's: 403), and
+  404 when `AGENT_METRICS=false`.
 - `GET /readyz` answers 200 `{"status": "ready"}` when the database answers and the
   service takes runs, else 503 `{"status": "not_ready", "reason": "draining" | "database"
   | "starting"}`. `/healthz` stays the liveness probe: the process answers.
@@ -26,8 +27,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core.errors import NotFound
 from app.core.observability.metrics import CONTENT_TYPE, Metrics
+from app.http.auth import admin_only
 from app.http.openapi import KeyDocs, errors
-from app.http.routes import require_key, service_of
+from app.http.routes import service_of
 
 if TYPE_CHECKING:
     from app.core.observability.tracing import Tracing
@@ -116,11 +118,12 @@ def add_probes(app: FastAPI, *, key: KeyDocs, measured: bool) -> None:
     @app.get(
         "/metrics",
         tags=["service"],
-        dependencies=[Depends(require_key), *key.dependencies],
+        dependencies=[Depends(admin_only), *key.dependencies],
         response_class=Response,
         responses={
             200: {"content": {CONTENT_TYPE: {}}, "description": "Prometheus text"},
             **key.responses,
+            **errors(403),
             **({} if measured else errors((404, NOT_MEASURED))),
         },
     )

@@ -99,8 +99,9 @@ class ErrorBody(BaseModel):
 WHY: dict[int, str] = {
     400: "the body cannot be read (not JSON, a bad Content-Length, the client left)",
     408: "the body did not arrive within `AGENT_BODY_TIMEOUT_S`; the connection is closed",
-    401: "missing or wrong bearer key (`Authorization: Bearer <AGENT_API_KEY>`)",
-    404: "no such graph, thread or run",
+    401: 'no valid credential: `Authorization: Bearer <key or token>` (README "Users and access")',
+    403: "only an admin may read this",
+    404: "no such graph, thread or run (another user's thread or run is answered as none)",
     409: "the thread's state refuses it now; nothing was changed",
     410: "the run's events are no longer kept (`AGENT_RUN_EVENTS_TTL_S`)",
     413: "the body is over `AGENT_MAX_BODY_BYTES` (or its messages over "
@@ -160,27 +161,27 @@ EVENT_STREAM: Responses = {
 }
 
 # The bearer key, shown in /docs (its "Authorize" button) when the server requires one.
-# It only documents: `app.http.routes.require_key` checks the key.
+# It only documents: `app.http.auth.authorize` checks the credential.
 BEARER = HTTPBearer(
     auto_error=False,
     scheme_name="AgentApiKey",
-    description="AGENT_API_KEY, sent as `Authorization: Bearer <key>`",
+    description="a key (AGENT_API_KEY, or one `react-agent users add` printed) or an identity "
+    "provider's JWT, sent as `Authorization: Bearer <key or token>`",
 )
 
 
 @dataclass(frozen=True)
 class KeyDocs:
-    """What routes behind `require_key` add to their documentation: 401 and the scheme."""
+    """What routes behind `authorize` add to their documentation: 401, 429 and the scheme."""
 
     responses: Responses = field(default_factory=dict)
     dependencies: list[Any] = field(default_factory=list)
 
 
-def key_docs(required: bool) -> KeyDocs:
-    """The 401 and the bearer scheme when a key is `required`, else nothing."""
-    if not required:
-        return KeyDocs()
-    return KeyDocs(responses=errors(401), dependencies=[Security(BEARER)])
+def key_docs() -> KeyDocs:
+    """The 401 (no valid credential), the 429 of a user's request rate, and the bearer scheme."""
+    rate = (429, "too many requests, or a user's limit reached: retry after `Retry-After` seconds")
+    return KeyDocs(responses=errors(401, rate), dependencies=[Security(BEARER)])
 
 
 def mount_docs(app: FastAPI) -> None:

@@ -13,7 +13,6 @@ sse-starlette, one `ServerSentEvent` per logged event with its sequence number a
 
 from __future__ import annotations
 
-import hmac
 import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
@@ -33,7 +32,6 @@ from app.core.errors import (
     Invalid,
     RunFailed,
     TooLarge,
-    Unauthorized,
     UnsupportedMediaType,
     run_error_code,
     storage_unavailable,
@@ -43,6 +41,8 @@ from app.core.runs.prepare import THREAD_ID
 from app.core.runs.service import AgentService, new_run_id
 from app.core.runs.threads import MAX_PAGE_MESSAGES, PAGE_MESSAGES, ThreadPage, page_of
 from app.core.storage.runs import MultitaskStrategy, RunRecord, ThreadOrigin, ThreadSummary
+from app.core.users.identity import Via
+from app.http.auth import CallerOf, authorize
 from app.http.openapi import EVENT_STREAM, errors, follow
 
 BODY_TOO_LARGE = "request body exceeds {limit} bytes"
@@ -54,7 +54,6 @@ TOO_MANY_MESSAGES = (
 CLIENT_LEFT = "the client closed the connection before the body arrived"
 MALFORMED_JSON = "request body is not valid JSON: {reason}"
 INVALID_BODY = "invalid request body: {errors}"
-UNAUTHORIZED = "missing or wrong bearer key (Authorization: Bearer <AGENT_API_KEY>)"
 MESSAGE_XOR_RESUME = "give exactly one of `message` or `resume`"
 BAD_PROPS = "invalid forwardedProps: {errors}"
 UNKNOWN_QUERY = "unknown query parameter {names}: this route takes {taken}"
@@ -111,17 +110,6 @@ async def service(request: Request) -> AgentService:
     """`service_of`, as the dependency of every API route. Async: FastAPI runs a plain
     function dependency on a worker thread, a thread hop for every request."""
     return service_of(request)
-
-
-async def require_key(request: Request) -> None:
-    """Refuse with 401 unless the bearer key matches AGENT_API_KEY (when one is set)."""
-    key = service_of(request).settings.agent_api_key
-    if key is None:
-        return
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    wanted = key.get_secret_value().encode()
-    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), wanted):
-        raise Unauthorized("unauthorized", UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"})
 
 
 async def known_query(request: Request) -> None:
@@ -192,7 +180,7 @@ Agents = Annotated[AgentService, Depends(service)]
 
 api = APIRouter(
     prefix="/api",
-    dependencies=[Depends(require_key), Depends(require_json), Depends(known_query)],
+    dependencies=[Depends(authorize), Depends(require_json), Depends(known_query)],
     tags=["api"],
 )
 # What a run request must carry, as the schema can say it (the run core's 422
@@ -301,6 +289,25 @@ class ChatReply(_Camel):
     interrupts: list[Interrupt]
 
 
+class Me(BaseModel):
+    """`GET /api/me`: who the server takes the caller to be."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    user_id: str = Field(
+        description="the id threads are owned by: a key's user name, "
+        "`jwt:<sub>` for a token, `proxy:<name>` for a proxy's header"
+    )
+    admin: bool
+    via: Via = Field(description="`key`, `token`, `proxy`, or `open` (no sign-in configured)")
+
+
+@api.get("/me", response_model=Me)
+async def me(caller: CallerOf) -> Me:
+    """Who you are signed in as: your user id, whether an admin, and how you signed in."""
+    return Me(user_id=caller.user_id, admin=caller.admin, via=caller.via)
+
+
 @api.get("/graphs", response_model=list[GraphOut])
 async def list_graphs(agents: Agents) -> list[GraphOut]:
     """The agents this service offers."""
@@ -317,7 +324,7 @@ async def list_graphs(agents: Agents) -> list[GraphOut]:
         **errors((404, "no such graph")),
     },
 )
-async def run_agent(graph_id: str, request: Request, agents: Agents) -> Response:
+async def run_agent(graph_id: str, request: Request, agents: Agents, caller: CallerOf) -> Response:
     """Run an agent: AG-UI `RunAgentInput` in, a stream of AG-UI 1.0 events out."""
     agents.graph(graph_id)  # an unknown graph is a 404 before the body is read
     limit = agents.settings.agent_max_body_bytes
@@ -337,6 +344,7 @@ async def run_agent(graph_id: str, request: Request, agents: Agents) -> Response
         resume=run_input.resume,
         multitask_strategy=options.multitask_strategy,
         origin=options.origin,
+        caller=caller,
     )
     on_abort = run.cancel if options.on_disconnect == "cancel" else None
     return _event_stream(agents, run.batches(), on_abort)
@@ -421,7 +429,7 @@ async def cancel_run(thread_id: ThreadId, run_id: RunId, agents: Agents) -> Resp
         **errors((404, "no such graph"), 502),
     },
 )
-async def chat(request: Request, agents: Agents) -> Response:
+async def chat(request: Request, agents: Agents, caller: CallerOf) -> Response:
     """The same runs as plain JSON: send `message` or `resume`, get the new messages."""
     body = _parse(ChatRequest, await _body(request, agents.settings.agent_max_body_bytes))
     agents.graph(body.graph)
@@ -439,6 +447,7 @@ async def chat(request: Request, agents: Agents) -> Response:
         resume=body.resume,
         stream_tokens=False,  # the answer is sent whole: token streaming is waste
         multitask_strategy=body.multitask_strategy,
+        caller=caller,
     )
     result = await run.result()
     if result.error is not None and result.error.code == "storage_unavailable":
@@ -462,13 +471,25 @@ async def chat(request: Request, agents: Agents) -> Response:
 )
 async def list_threads(
     agents: Agents,
+    caller: CallerOf,
     graph: Annotated[
         str | None, Query(description="only this agent's threads (default: every agent's)")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_THREADS, description="at most this many")] = 50,
+    owner: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=300,
+            pattern=r"^[^\x00-\x1f\x7f]+$",
+            description="an admin's filter: only this user's threads (default: everyone's); "
+            "another user's list is always their own",
+        ),
+    ] = None,
 ) -> Response:
-    """The threads with runs, newest activity first: title, agent, latest run's status."""
-    summaries = await agents.threads(graph, limit)
+    """The caller's threads with runs (an admin's: everyone's), newest activity first:
+    title, agent, owner, latest run's status."""
+    summaries = await agents.threads(graph, limit, owner if caller.admin else caller.user_id)
     body = b"[" + b",".join(t.model_dump_json(by_alias=True).encode() for t in summaries) + b"]"
     return Response(body, media_type="application/json")
 

@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx
 from ag_ui.core import RunAgentInput
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -40,6 +41,7 @@ from app.core.observability.telemetry import Telemetry
 from app.core.runs.service import open_service
 from app.core.storage.failures import failures
 from app.core.storage.retention import periodic_prune
+from app.core.users.access import Access
 from app.http.deadlines import BodyDeadline
 from app.http.hosts import HostGuard
 from app.http.observability import add_probes, count_requests, trace_requests
@@ -76,8 +78,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             async with (
                 open_service(settings, recover=True, telemetry=telemetry) as service,
                 periodic_prune(service.saver, service.store, settings),
+                httpx.AsyncClient() as http,  # the identity provider's keys (JWKS)
             ):
                 app.state.service = service
+                app.state.access = Access(settings, service.store, http)
                 yield
         finally:
             telemetry.close()
@@ -122,7 +126,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    key = key_docs(settings.agent_api_key is not None)
+    # Keys can be added while the service runs (`react-agent users add`): every API route
+    # may answer 401, whatever the start-up configuration.
+    key = key_docs()
     add_probes(app, key=key, measured=telemetry.metrics is not None)
     # Any request may be refused before a route sees it, and every /api route but the
     # graph list reads the database: 503 when it does not answer.
@@ -158,10 +164,34 @@ def _document_bodies(app: FastAPI, bodies: dict[str, type[BaseModel]]) -> None:
                 "content": {"application/json": {"schema": ref}},
             }
         _never_null(schema)
+        _tags_required(schemas)
         app.openapi_schema = schema
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _tags_required(schemas: dict[str, Any]) -> None:
+    """A union's tag is required in each of its members: pydantic reads the tag first (a
+    message without `role` is refused), though each member's model gives it a default."""
+
+    def visit(node: Any) -> None:
+        if isinstance(node, dict):
+            found = node.get("discriminator")
+            if isinstance(found, dict):
+                tag = found["propertyName"]
+                for ref in found.get("mapping", {}).values():
+                    member = schemas.get(ref.rsplit("/", 1)[-1], {})
+                    required = member.setdefault("required", [])
+                    if tag not in required:
+                        required.append(tag)
+            for value in node.values():
+                visit(value)
+        elif isinstance(node, list):
+            for value in node:
+                visit(value)
+
+    visit(schemas)
 
 
 def _never_null(schema: dict[str, Any]) -> None:

@@ -10,6 +10,8 @@ Contract:
   In text lines a run's trace id is appended as `trace=<id>`.
 - `bind_run(thread_id, run_id, trace_id)` marks the current task (and every task it
   starts) as executing that run; the run core calls it at the start of a run's task.
+- `bind_user(user_id)` marks the current request (and the runs it starts) as acting for
+  that user: its records carry ` user=<id>` (text) or `user_id` (JSON).
 - Secrets never reach a line: every secret of the settings (`OPENAI_API_KEY`,
   `TUSHARE_TOKEN`, `AGENT_API_KEY`, ...) and `LANGSMITH_API_KEY` from the environment,
   whole or in pieces (`tools.secrets.Redactor`), becomes `***` in the message and the
@@ -44,11 +46,18 @@ class RunContext:
 
 
 _run: ContextVar[RunContext | None] = ContextVar("agent_run", default=None)
+_user: ContextVar[str | None] = ContextVar("agent_user", default=None)
 
 
 def bind_run(thread_id: str, run_id: str, trace_id: str | None = None) -> None:
     """Mark the current task as executing this run (its records carry the ids)."""
     _run.set(RunContext(thread_id, run_id, trace_id))
+
+
+def bind_user(user_id: str) -> None:
+    """Mark the current task (a request, and the runs it starts) as acting for this user:
+    its records carry the user's id (never a key)."""
+    _user.set(user_id)
 
 
 def current_run() -> RunContext | None:
@@ -74,6 +83,9 @@ class TextFormatter(logging.Formatter):
         run = _run.get()
         if run is not None and run.trace_id:
             line = f"{line} trace={run.trace_id}"
+        user = _user.get()
+        if user is not None:
+            line = f"{line} user={user}"
         return self._redact(line)
 
 
@@ -98,6 +110,9 @@ class JsonFormatter(logging.Formatter):
             line["run_id"] = run.run_id
             if run.trace_id:
                 line["trace_id"] = run.trace_id
+        user = _user.get()
+        if user is not None:
+            line["user_id"] = user
         if record.exc_info:
             line["exc_info"] = mask(self.formatException(record.exc_info))
         elif record.exc_text:

@@ -95,6 +95,8 @@ from app.core.storage.runs import (
     ThreadSummary,
     plain_title,
 )
+from app.core.users.fair_use import FairUse, TokenCount, day_of, too_many_runs
+from app.core.users.identity import OPEN, Caller
 from app.settings import Settings
 from graphs.model import ModelNotConfigured, shared_model
 from graphs.react import AGENT_NODE, TOOLS_NODE
@@ -178,6 +180,12 @@ class AgentService:
         self._turns = Turns(store, self.owner, self.lease_s)
         self.recovery = Recovery(self)
         self.titles = ThreadTitles(settings, graphs, store, self.redact)
+        self.fair_use = FairUse(
+            store,
+            rpm=settings.agent_user_rpm,
+            max_runs=settings.agent_user_max_runs,
+            tokens_per_day=settings.agent_user_tokens_per_day,
+        )
         # Raises unless the database has its tables, restoring them where it can
         # (`app.core.storage.backends.Storage.schema`).
         self.schema = schema or _schema_unchecked
@@ -233,9 +241,11 @@ class AgentService:
         stream_tokens: bool = True,
         multitask_strategy: MultitaskStrategy = "reject",
         origin: ThreadOrigin = "api",
+        caller: Caller = OPEN,
     ) -> Run:
         """Check, record and start a run: the one way a run starts (`origin`: where a
-        thread it starts is said to be started).
+        thread it starts is said to be started; `caller`: who starts it, the owner of a
+        thread it starts; another user's thread is NotFound unless `caller` is an admin).
 
         Raises a ServiceError (nothing recorded, nothing changed) when the request or
         the thread's state refuses it. The run then executes on its own; follow it
@@ -246,6 +256,10 @@ class AgentService:
         graph = self.graph(graph_id)
         check_thread_id(thread_id)
         check_run_id(run_id)
+        if not caller.admin:
+            # Before anything that could tell the thread exists (busy, a run id taken).
+            await self.check_owner(thread_id, caller)
+            await self.fair_use.before_run(caller)
         await self._wait_for_leaving(thread_id)
         ahead = list(self._threads.get(thread_id, ()))
         if any(run.run_id == run_id for run in ahead):
@@ -286,7 +300,14 @@ class AgentService:
                 ttl_s=self.lease_s,
                 max_queued=self.settings.agent_max_queued_per_thread,
                 origin=origin,
+                user_id=caller.user_id,
+                any_owner=caller.admin,
+                max_runs=self.fair_use.max_runs(caller),
             )
+            if admission.outcome == "foreign":
+                raise NotFound("unknown_thread", UNKNOWN_THREAD.format(thread_id=thread_id))
+            if admission.outcome == "limited":
+                raise too_many_runs(self.settings.agent_user_max_runs)
             if admission.outcome == "exists":
                 raise Conflict("run_exists", RUN_EXISTS.format(thread_id=thread_id, run_id=run_id))
             if admission.outcome == "busy":
@@ -353,6 +374,7 @@ class AgentService:
         status: RunStatus = "error"
         error: RunError | None = None
         watch = self.telemetry.watch(run.record.graph, run.thread_id, run.run_id)
+        usage = TokenCount(watch.observe if watch.handler is not None else None)
         try:
             if run.phase != "underway":  # stopped while it was admitted, before it had a task
                 raise asyncio.CancelledError
@@ -375,7 +397,7 @@ class AgentService:
                 transformer=transformer,
                 checkpoint_id=fork,
                 announce=run.log.last == 0,
-                observe=watch.observe if watch.handler is not None else None,
+                observe=usage.observe,
             )
             async with aclosing(events):
                 async for event in events:
@@ -406,7 +428,7 @@ class AgentService:
             )
             self._fail(run, error)
         watch.finish(status, error.code if error is not None else None)
-        await self._finish(run, status, error)
+        await self._finish(run, status, error, usage.tokens)
 
     async def _begin(self, run: Run, graph: CompiledStateGraph) -> tuple[PreparedRun, str | None]:
         """Wait for the thread unless leased, then prepare from the state then (or a
@@ -463,12 +485,15 @@ class AgentService:
             run.log.emit(RunStartedEvent(thread_id=run.thread_id, run_id=run.run_id))
         run.log.emit(run_error_event(error.code, error.message))
 
-    async def _finish(self, run: Run, status: RunStatus, error: RunError | None) -> None:
+    async def _finish(
+        self, run: Run, status: RunStatus, error: RunError | None, tokens: int = 0
+    ) -> None:
         run.enter("finishing")
         try:
             finished_at = time.time()
             end = RunEnd(run.thread_id, run.run_id, status, finished_at, error, self.owner)
             await self.writer.end(end)
+            await self.store.record_usage(run.thread_id, day_of(), tokens)
             run.record.status, run.record.error = status, error
             run.record.finished_at = finished_at
             if status == "success":  # the model answered: its thread may want a title
@@ -610,12 +635,25 @@ class AgentService:
             view = ThreadView.model_validate(self.redact.value(view.model_dump(by_alias=True)))
         return view
 
-    async def threads(self, graph_id: str | None = None, limit: int = 50) -> list[ThreadSummary]:
-        """The threads of `graph_id` (NotFound when it is unknown) or of every graph, newest
-        activity first, at most `limit`."""
+    async def threads(
+        self, graph_id: str | None = None, limit: int = 50, owner: str | None = None
+    ) -> list[ThreadSummary]:
+        """The threads of `graph_id` (NotFound when it is unknown) or of every graph, of
+        `owner` or everyone's, newest activity first, at most `limit`."""
         if graph_id is not None:
             self.graph(graph_id)
-        return [self._masked(summary) for summary in await self.store.threads(graph_id, limit)]
+        found = await self.store.threads(graph_id, limit, owner)
+        return [self._masked(summary) for summary in found]
+
+    async def check_owner(self, thread_id: str, caller: Caller) -> None:
+        """NotFound when the thread is another user's and `caller` is no admin: someone
+        else's thread is answered as one that does not exist."""
+        if caller.admin:
+            return
+        check_thread_id(thread_id)  # 422 for a bad id, as its route would answer
+        owner = await self.store.thread_owner(thread_id)
+        if owner is not None and owner != caller.user_id:
+            raise NotFound("unknown_thread", UNKNOWN_THREAD.format(thread_id=thread_id))
 
     async def rename_thread(self, thread_id: str, title: str) -> ThreadSummary:
         """Give the thread a title of its own (1-200 characters once rid of bidirectional

@@ -23,12 +23,15 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple, Protocol
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_serializer
 from pydantic.alias_generators import to_camel
 
 from app.core.errors import ErrorCode, run_error_code
+
+if TYPE_CHECKING:
+    from app.core.storage.users import KeyRow, UsageRow, UserRow
 
 RunStatus = Literal["queued", "running", "interrupted", "success", "error", "cancelled"]
 # Where a thread was started: by the terminal (`react-agent chat`, in-process or with
@@ -37,6 +40,8 @@ ThreadOrigin = Literal["api", "terminal"]
 # Who set a thread's title: its first user message (the fallback, until the model titles
 # the thread after its first exchange), the model, or the user (a rename: never replaced).
 TitleBy = Literal["message", "model", "user"]
+# Who owns what was made before users existed, and the user AGENT_API_KEY signs in as.
+ADMIN_ID = "admin"
 ACTIVE: frozenset[RunStatus] = frozenset({"queued", "running"})
 DEFAULT_TITLE = "新对话"
 TITLE_CHARS = 40
@@ -97,6 +102,7 @@ class ThreadSummary(BaseModel):
         description="where the thread was started: `terminal` (react-agent chat, in-process "
         "or with --server) or `api` (anything else: the web page, a script)"
     )
+    owner: str = Field(ADMIN_ID, description="the user who started the thread")
 
     @field_serializer("updated_at")
     def _iso(self, value: float) -> str:
@@ -185,14 +191,15 @@ class Admission:
 
     `outcome`: `created` (with `status` `running`, the thread leased to it, or `queued`
     behind `ahead`), `exists` (the thread has used the run id), `busy` (`reject` and
-    `ahead` are active) or `full` (`max_queued` runs already wait behind them).
+    `ahead` are active), `full` (`max_queued` runs already wait behind them), `foreign`
+    (another user's thread) or `limited` (the user has `max_runs` runs active already).
     `ahead`: the thread's active run ids then, oldest first;
     `rollback_from`: the running one a `rollback` undoes. `stale`: a `running` run
     whose thread saw another run end since (or up to `ENDED_WHILE_CHECKED_S` before)
     it was created, so the state it was checked against may predate that run's end.
     """
 
-    outcome: Literal["created", "exists", "busy", "full"]
+    outcome: Literal["created", "exists", "busy", "full", "foreign", "limited"]
     status: RunStatus | None
     ahead: tuple[str, ...]
     rollback_from: str | None = None
@@ -327,8 +334,14 @@ class RunStore(Protocol):
         (`react-agent prune`). SQLite: VACUUM, then the WAL emptied; PostgreSQL: VACUUM
         of the checkpoint and run tables (their dead rows made reusable, not zeroed)."""
 
-    async def threads(self, graph: str | None, limit: int) -> list[ThreadSummary]:
-        """The threads (of `graph`, or all), newest activity first, at most `limit`."""
+    async def threads(
+        self, graph: str | None, limit: int, user_id: str | None = None
+    ) -> list[ThreadSummary]:
+        """The threads (of `graph`, or all; of `user_id`, or everyone's), newest activity
+        first, at most `limit`."""
+
+    async def thread_owner(self, thread_id: str) -> str | None:
+        """Who owns the thread (its first run's user); None when it has no runs."""
 
     async def rename_thread(self, thread_id: str, title: str) -> ThreadSummary | None:
         """Give the thread `title` (kept across later runs, never replaced by the model's);
@@ -342,6 +355,49 @@ class RunStore(Protocol):
         """Give the thread the model's `title` unless its title is no longer the first
         message's (the user renamed it meanwhile, say); whether it was given."""
 
+    # --- users (`app.core.storage.users.SqlUserStore`) ----------------------------------
+
+    async def add_user(
+        self, user_id: str, *, admin: bool, key_id: str, digest: str, now: float
+    ) -> bool:
+        """A new user with its first key; False (nothing written) when the name is taken."""
+
+    async def rotate_key(self, user_id: str, *, key_id: str, digest: str, now: float) -> bool:
+        """Revoke the user's open keys and give it this one; False when there is no such user."""
+
+    async def revoke(self, name_or_key_id: str, *, now: float) -> int:
+        """Revoke a user's open keys (by its name) or one key (by its id); how many."""
+
+    async def key(self, key_id: str) -> KeyRow | None:
+        """The key with this id, revoked or not; None when there is none."""
+
+    async def is_admin(self, user_id: str) -> bool:
+        """Whether `user_id` is a user of a key marked admin."""
+
+    async def open_keys(self) -> int:
+        """How many keys are not revoked."""
+
+    async def users(self) -> list[UserRow]:
+        """Every user of a key, by name."""
+
+    async def usage(self, since_day: str) -> list[UsageRow]:
+        """Runs and tokens per user per UTC day (`YYYY-MM-DD`), from `since_day` on."""
+
+    async def tokens_on(self, user_id: str, day: str) -> int:
+        """The model tokens `user_id`'s runs used on `day`."""
+
+    async def record_usage(self, thread_id: str, day: str, tokens: int) -> None:
+        """One run of `thread_id` ended on `day` having used `tokens`: its owner's count."""
+
+    async def count_hit(self, key: str, expiry_s: float, amount: int) -> int:
+        """Add `amount` to the request counter `key` (a new window when it expired)."""
+
+    async def counter(self, key: str) -> tuple[int, float]:
+        """The counter `key` and when its window ends; (0, 0) when none runs."""
+
+    async def clear_counter(self, key: str | None) -> int:
+        """Forget the counter `key` (None: every counter)."""
+
     # --- admission and hand-over across processes ------------------------------------
 
     async def admit(
@@ -352,9 +408,16 @@ class RunStore(Protocol):
         ttl_s: float,
         max_queued: int,
         origin: ThreadOrigin = "api",
+        user_id: str = ADMIN_ID,
+        any_owner: bool = True,
+        max_runs: int | None = None,
     ) -> Admission:
         """Record a new run unless the thread refuses it, atomically across processes;
-        a thread it starts is recorded as started from `origin`.
+        a thread it starts is recorded as started from `origin`, owned by `user_id`.
+
+        Unless `any_owner` (an admin), another user's thread is `foreign`; with `max_runs`,
+        a user with that many runs active is `limited` (counted in the thread's
+        transaction: two threads' admissions at the same instant may both pass).
 
         The thread's active runs decide: none -> `running` and the thread leased to it
         for `ttl_s`; some -> `busy` for `reject`, else `queued` behind them (`interrupt`

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 from app.core.storage.runs import (
     ACTIVE,
+    ADMIN_ID,
     ENDED_WHILE_CHECKED_S,
     Admission,
     HeardEnd,
@@ -48,7 +49,7 @@ ACTIVE_SQL = "status IN ('queued', 'running')"
 SUMMARY = (
     "SELECT t.thread_id, t.graph, t.title, t.updated_at, (SELECT r.status FROM agent_runs r"
     " WHERE r.thread_id = t.thread_id ORDER BY r.created_at DESC, r.rowid DESC LIMIT 1),"
-    " t.origin FROM agent_threads t"
+    " t.origin, t.user_id FROM agent_threads t"
 )
 # A run's rows, oldest first per thread, for rebuilding the thread list (`threads_from_runs`).
 RUNS_FOR_THREADS = (
@@ -59,11 +60,17 @@ INSERT_THREAD = (
     "INSERT INTO agent_threads (thread_id, graph, title, created_at, updated_at, origin)"
     " VALUES (?,?,?,?,?,?)"
 )
+# A new thread with its owner (a run's admission).
+INSERT_OWNED_THREAD = (
+    "INSERT INTO agent_threads"
+    " (thread_id, graph, title, created_at, updated_at, origin, user_id) VALUES (?,?,?,?,?,?,?)"
+)
 # agent_threads' columns added after it was first released (`title_by` says who set the
 # title: `app.core.storage.runs.TitleBy`), with what an older database's rows get.
 THREAD_COLUMNS = {
     "title_by": "TEXT NOT NULL DEFAULT 'message'",
     "origin": "TEXT NOT NULL DEFAULT 'api'",
+    "user_id": f"TEXT NOT NULL DEFAULT '{ADMIN_ID}'",
 }
 # Each thread's title and its first run's request: which titles a user gave (`renamed`).
 TITLES_AND_FIRST_REQUESTS = (
@@ -144,9 +151,18 @@ def _insert_run(
     )
 
 
+def _active_runs_of(user_id: str) -> Step:
+    """How many runs of `user_id`'s threads are queued or running."""
+    return (
+        "SELECT count(*) FROM agent_runs r JOIN agent_threads t ON t.thread_id = r.thread_id"
+        f" WHERE t.user_id=? AND r.{ACTIVE_SQL}",
+        (user_id,),
+    )
+
+
 def summary(row: Sequence[Any]) -> ThreadSummary:
     """A row of SUMMARY as the thread's list entry."""
-    thread_id, graph, title, updated_at, status, origin = row
+    thread_id, graph, title, updated_at, status, origin, owner = row
     return ThreadSummary(
         thread_id=thread_id,
         graph_id=graph,
@@ -154,6 +170,7 @@ def summary(row: Sequence[Any]) -> ThreadSummary:
         updated_at=updated_at,
         status=status,
         origin=origin,
+        owner=owner,
     )
 
 
@@ -338,11 +355,15 @@ class SqlRunStore(ABC):
         )
         return {row[0] for row in rows}
 
-    async def threads(self, graph: str | None, limit: int) -> list[ThreadSummary]:
-        where, params = ("WHERE t.graph=? ", (graph,)) if graph is not None else ("", ())
+    async def threads(
+        self, graph: str | None, limit: int, user_id: str | None = None
+    ) -> list[ThreadSummary]:
+        conditions = {"t.graph=?": graph, "t.user_id=?": user_id}
+        kept = {sql: value for sql, value in conditions.items() if value is not None}
+        where = f"WHERE {' AND '.join(kept)} " if kept else ""
         rows = await self._read(
             f"{SUMMARY} {where}ORDER BY t.updated_at DESC, t.thread_id LIMIT ?",
-            (*params, limit),
+            (*kept.values(), limit),
         )
         return [summary(row) for row in rows if row[4] is not None]
 
@@ -418,15 +439,24 @@ class SqlRunStore(ABC):
         ttl_s: float,
         max_queued: int,
         origin: ThreadOrigin = "api",
+        user_id: str = ADMIN_ID,
+        any_owner: bool = True,
+        max_runs: int | None = None,
     ) -> Admission:
         record = stored.record
         thread_id, run_id = record.thread_id, record.run_id
         decided: list[Admission] = []
 
         def decide(rows: list[list[Sequence[Any]]]) -> Sequence[Step]:
-            recent, used = rows
+            recent, used, owner, *counted = rows
             active = [row for row in recent if row[1] in ACTIVE]
             ahead = tuple(str(row[0]) for row in active)
+            if owner and owner[0][0] != user_id and not any_owner:
+                decided.append(Admission("foreign", None, ahead))
+                return ()
+            if counted and max_runs is not None and counted[0][0][0] >= max_runs:
+                decided.append(Admission("limited", None, ahead))
+                return ()
             if used:
                 decided.append(Admission("exists", None, ahead))
                 return ()
@@ -446,10 +476,18 @@ class SqlRunStore(ABC):
             title = default_title(stored.request.get("messages") or ())
             steps: list[Step] = [
                 (
-                    f"{INSERT_THREAD} ON CONFLICT (thread_id) DO UPDATE SET"
+                    f"{INSERT_OWNED_THREAD} ON CONFLICT (thread_id) DO UPDATE SET"
                     " graph=excluded.graph,"
                     f" updated_at={self.GREATEST}(agent_threads.updated_at, excluded.updated_at)",
-                    (thread_id, record.graph, title, record.created_at, record.created_at, origin),
+                    (
+                        thread_id,
+                        record.graph,
+                        title,
+                        record.created_at,
+                        record.created_at,
+                        origin,
+                        user_id,
+                    ),
                 ),
                 # A queued run finds its start checkpoint when its turn comes.
                 _insert_run(
@@ -479,6 +517,8 @@ class SqlRunStore(ABC):
                     (thread_id, record.created_at - ENDED_WHILE_CHECKED_S),
                 ),
                 ("SELECT 1 FROM agent_runs WHERE thread_id=? AND run_id=?", (thread_id, run_id)),
+                ("SELECT user_id FROM agent_threads WHERE thread_id=?", (thread_id,)),
+                *(() if max_runs is None else (_active_runs_of(user_id),)),
             ),
             decide,
         )

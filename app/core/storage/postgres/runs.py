@@ -38,10 +38,12 @@ from app.core.storage.sql import (
     SqlRunStore,
     Step,
 )
+from app.core.storage.users import THREADS_BY_USER, USERS_SCHEMA, USERS_TABLES, SqlUserStore
 
 # agent_runs.rowid: insertion order, named after SQLite's implicit column so that the
 # shared queries break ties between runs created in the same instant the same way.
-SCHEMA = """
+SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS agent_runs (
     thread_id text NOT NULL,
     run_id text NOT NULL,
@@ -91,11 +93,13 @@ ALTER TABLE agent_runs ADD COLUMN IF NOT EXISTS rollback_from text;
 ALTER TABLE agent_runs ADD COLUMN IF NOT EXISTS cancel_requested integer NOT NULL DEFAULT 0;
 CREATE TABLE IF NOT EXISTS agent_schema (version integer NOT NULL);
 """
+    + USERS_SCHEMA
+)
 # The schema's version, written last by `setup`: a database that has it (and every
 # table) needs no set-up. Raise it with each change to the tables above.
 # 2: agent_replicas, agent_runs.rollback_from/cancel_requested; 3: agent_messages;
-# 4: agent_threads.title_by/origin
-SCHEMA_VERSION = 4
+# 4: agent_threads.title_by/origin; 5: users (app.core.storage.users), agent_threads.user_id
+SCHEMA_VERSION = 5
 TABLES = (
     "agent_runs",
     "agent_run_events",
@@ -104,6 +108,7 @@ TABLES = (
     "agent_replicas",
     "agent_messages",
     "agent_schema",
+    *USERS_TABLES,
 )
 # What a prune's VACUUM covers: the tables deletions leave dead rows in (LangGraph's and ours).
 VACUUMED = (
@@ -196,7 +201,7 @@ async def _rows(cursors: Sequence[AsyncCursor[tuple[Any, ...]]]) -> list[list[Se
     return [list(await cursor.fetchall()) for cursor in cursors]
 
 
-class PostgresRunStore(SqlRunStore):
+class PostgresRunStore(SqlRunStore, SqlUserStore):
     """The run store on the process's PostgreSQL pool."""
 
     GREATEST: ClassVar[str] = "GREATEST"
@@ -264,12 +269,14 @@ class PostgresRunStore(SqlRunStore):
             "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()"
             " AND table_name = 'agent_threads' AND column_name = 'title_by'"
         )
-        if await cursor.fetchone() is not None:
-            return
+        titled = await cursor.fetchone() is not None
         for name, kind in THREAD_COLUMNS.items():
             await conn.execute(
                 f"ALTER TABLE agent_threads ADD COLUMN IF NOT EXISTS {name} {kind}", prepare=False
             )
+        await conn.execute(THREADS_BY_USER, prepare=False)
+        if titled:
+            return
         await cursor.execute(TITLES_AND_FIRST_REQUESTS)
         rows = renamed(await cursor.fetchall())
         if rows:

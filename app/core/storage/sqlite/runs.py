@@ -32,6 +32,7 @@ from app.core.storage.sql import (
     Step,
 )
 from app.core.storage.sqlite.connection import SqliteConnection, open_sqlite, truncate_wal
+from app.core.storage.users import THREADS_BY_USER, USERS_SCHEMA, SqlUserStore
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +47,8 @@ TRUNCATE_BUSY = (
 # nothing, soon enough that a hand-over between processes is not felt much.
 RECHECK_S = 1.0
 
-SCHEMA = """
+SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS agent_runs (
     thread_id TEXT NOT NULL,
     run_id TEXT NOT NULL,
@@ -89,6 +91,8 @@ CREATE TABLE IF NOT EXISTS agent_messages (
     PRIMARY KEY (thread_id, message_id)
 );
 """
+    + USERS_SCHEMA
+)
 # Columns added after the first release: added to an older database's agent_runs.
 RUN_COLUMNS = {
     "rollback_from": "ALTER TABLE agent_runs ADD COLUMN rollback_from TEXT",
@@ -111,8 +115,8 @@ CREATE INDEX agent_threads_updated ON agent_threads (graph, updated_at);
 """
 
 
-class SqliteRunStore(SqlRunStore):
-    """The run store on the process's SQLite writer connection."""
+class SqliteRunStore(SqlRunStore, SqlUserStore):
+    """The run and user store on the process's SQLite writer connection."""
 
     GREATEST: ClassVar[str] = "MAX"
     NOW: ClassVar[str] = "((julianday('now') - 2440587.5) * 86400.0)"
@@ -182,6 +186,7 @@ def _add_what_is_missing(conn: sqlite3.Connection) -> None:
     for name, kind in THREAD_COLUMNS.items():
         if name not in thread_columns:
             conn.execute(f"ALTER TABLE agent_threads ADD COLUMN {name} {kind}")
+    conn.execute(THREADS_BY_USER)
     if found is None:
         conn.executemany(INSERT_THREAD, threads_from_runs(conn.execute(RUNS_FOR_THREADS)))
     elif "title_by" not in thread_columns:
