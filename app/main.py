@@ -1,11 +1,12 @@
 """The `react-agent` command: `serve` runs the HTTP server, `chat`/`graphs` the terminal,
-`prune` the checkpoint retention."""
+`prune` the checkpoint retention, `users` the users and their keys."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import errno
+import ipaddress
 import logging
 import os
 import signal
@@ -35,6 +36,11 @@ PORT_TAKEN = (
     "--port or PORT"
 )
 CANNOT_LISTEN = "cannot listen on {where} ({reason}): choose another address with --host or HOST"
+OPEN_TO_OTHERS = (
+    "{where} would let anyone on the network use the agents without a key: set "
+    "AGENT_API_KEY, add a user (`react-agent users add NAME`), or set AGENT_JWT_JWKS_URL or "
+    "AGENT_TRUSTED_USER_HEADER; or listen on 127.0.0.1"
+)
 EXIT_CONFIGURATION = 2  # a setting, the database or the address is wrong: nothing started
 
 
@@ -91,6 +97,23 @@ def _parser() -> argparse.ArgumentParser:
         "--idle-days", type=_positive, metavar="D", help="remove threads idle for more than D days"
     )
     prune.add_argument("--dry-run", action="store_true", help="count what would go; remove nothing")
+    users = commands.add_parser(
+        "users",
+        help="manage users and their keys",
+        description="The users of this service's keys, in AGENT_DB. A key is printed once, "
+        "alone on the last line; the database keeps only its digest.",
+    )
+    actions = users.add_subparsers(dest="action", required=True)
+    add = actions.add_parser("add", help="add a user and print its key")
+    add.add_argument("name", help="1-64 of a-z 0-9 . _ -")
+    add.add_argument("--admin", action="store_true", help="sees and manages every thread")
+    actions.add_parser("list", help="the users, whether admins, and their open key's id")
+    revoke = actions.add_parser("revoke", help="refuse a user's keys, or one key, from now on")
+    revoke.add_argument("target", metavar="NAME|KEY_ID")
+    rotate = actions.add_parser("rotate", help="give a user a new key, revoking its others")
+    rotate.add_argument("name")
+    usage = actions.add_parser("usage", help="runs and model tokens per user per day (UTC)")
+    usage.add_argument("--days", type=_at_least_one, default=7, help="the last N days (default 7)")
     return parser
 
 
@@ -252,6 +275,31 @@ def _database_unreachable() -> str | None:
     return None
 
 
+def _unguarded(args: argparse.Namespace) -> str | None:
+    """Why `serve` must not start: it would listen beyond this machine with no way to sign
+    in configured (no AGENT_API_KEY, identity provider, trusted proxy, or key in AGENT_DB)."""
+    settings = get_settings()
+    host = args.host or settings.host
+    try:
+        local = host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        local = False
+    guarded = (
+        settings.agent_api_key or settings.agent_jwt_jwks_url or settings.agent_trusted_user_header
+    )
+    if local or guarded:
+        return None
+    from app.core.storage.backends import open_storage
+
+    async def open_keys() -> int:
+        async with open_storage(settings) as storage:
+            return await storage.runs.open_keys()
+
+    if asyncio.run(open_keys()) > 0:
+        return None
+    return OPEN_TO_OTHERS.format(where=host)
+
+
 class NoSocket(NamedTuple):
     """Why `serve` cannot listen: the variable to change, and the line saying so."""
 
@@ -300,6 +348,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write(CONFIGURATION_ERROR.format(where="AGENT_DB", what=unreachable))
             return EXIT_CONFIGURATION
     if args.command == "serve":
+        unguarded = _unguarded(args)
+        if unguarded is not None:
+            sys.stderr.write(CONFIGURATION_ERROR.format(where="HOST", what=unguarded))
+            return EXIT_CONFIGURATION
         listening = _listen(args)
         if isinstance(listening, NoSocket):
             sys.stderr.write(
@@ -311,6 +363,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app.cli import prune
 
         return prune.run(args)
+    if args.command == "users":
+        from app.cli import users
+
+        return users.run(args)
     # The terminal stack is imported only for the commands that use it.
     from app.cli import commands
     from app.cli.chat import EXIT_STOPPED

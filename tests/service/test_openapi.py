@@ -203,27 +203,30 @@ def test_every_refusal_is_documented_as_the_error_body() -> None:
 
 def test_each_route_documents_what_it_answers() -> None:
     responses = {name: set(op["responses"]) for name, op in _operations(_schema())}
+    signed_in = {"401", "429"}  # every API route: no valid credential, a user's rate
 
-    assert responses["POST /api/agents/{graph_id}"] == {
+    assert responses["POST /api/agents/{graph_id}"] == signed_in | {
         "200", "400", "404", "408", "409", "413", "415", "422", "429", "431", "503"
     }  # fmt: skip
-    assert responses["POST /api/chat"] == {
+    assert responses["POST /api/chat"] == signed_in | {
         "200", "400", "404", "408", "409", "413", "415", "422", "429", "431", "502", "503"
     }  # fmt: skip
-    assert responses["GET /api/threads/{thread_id}/runs/{run_id}/stream"] == {
+    assert responses["GET /api/threads/{thread_id}/runs/{run_id}/stream"] == signed_in | {
         "200", "404", "410", "422", "431", "503"
     }  # fmt: skip
-    assert responses["POST /api/threads/{thread_id}/runs/{run_id}/cancel"] == {
+    assert responses["POST /api/threads/{thread_id}/runs/{run_id}/cancel"] == signed_in | {
         "202", "404", "409", "415", "422", "431", "503"
     }  # fmt: skip
-    assert responses["DELETE /api/threads/{thread_id}"] == {
+    assert responses["DELETE /api/threads/{thread_id}"] == signed_in | {
         "204", "404", "409", "422", "431", "503"
     }  # fmt: skip
-    assert responses["GET /api/threads"] == {"200", "404", "422", "431", "503"}
-    assert responses["PATCH /api/threads/{thread_id}"] == {
+    assert responses["GET /api/threads"] == signed_in | {"200", "404", "422", "431", "503"}
+    assert responses["PATCH /api/threads/{thread_id}"] == signed_in | {
         "200", "400", "404", "408", "413", "415", "422", "431", "503"
     }  # fmt: skip
+    assert responses["GET /api/me"] == signed_in | {"200", "431", "503"}
     assert responses["GET /readyz"] == {"200", "503"}
+    assert "403" in responses["GET /metrics"]  # another user's key
     assert "404" not in responses["GET /metrics"]  # metrics on: never a 404
     assert "404" in {s for s in _metrics_responses(agent_metrics=False)}
 
@@ -232,13 +235,15 @@ def _metrics_responses(**settings: Any) -> set[str]:
     return set(_schema(**settings)["paths"]["/metrics"]["get"]["responses"])
 
 
-def test_without_a_key_no_401_and_no_security_is_documented() -> None:
+def test_without_a_key_at_start_every_api_route_still_documents_401() -> None:
+    # Keys can be added while the service runs (`react-agent users add`).
     schema = _schema()
 
-    assert "securitySchemes" not in schema.get("components", {})
+    assert "AgentApiKey" in schema["components"]["securitySchemes"]
     for name, operation in _operations(schema):
-        assert "401" not in operation["responses"], name
-        assert "security" not in operation, name
+        if name.startswith(("GET /api", "POST /api", "PATCH /api", "DELETE /api")):
+            assert "401" in operation["responses"], name
+            assert operation["security"] == [{"AgentApiKey": []}], name
 
 
 def test_the_event_streams_are_documented_as_such() -> None:

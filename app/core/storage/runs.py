@@ -416,8 +416,10 @@ class RunStore(Protocol):
         a thread it starts is recorded as started from `origin`, owned by `user_id`.
 
         Unless `any_owner` (an admin), another user's thread is `foreign`; with `max_runs`,
-        a user with that many runs active is `limited` (counted in the thread's
-        transaction: two threads' admissions at the same instant may both pass).
+        a run that would start at once while its user has that many runs active is
+        `limited` (one queued behind its thread's active run is not: it adds nothing
+        running). Counted in the thread's transaction: two threads' admissions at the
+        same instant may both pass.
 
         The thread's active runs decide: none -> `running` and the thread leased to it
         for `ttl_s`; some -> `busy` for `reject`, else `queued` behind them (`interrupt`

@@ -454,7 +454,8 @@ class SqlRunStore(ABC):
             if owner and owner[0][0] != user_id and not any_owner:
                 decided.append(Admission("foreign", None, ahead))
                 return ()
-            if counted and max_runs is not None and counted[0][0][0] >= max_runs:
+            # A run that waits behind its thread's active one adds nothing running.
+            if not ahead and counted and max_runs is not None and counted[0][0][0] >= max_runs:
                 decided.append(Admission("limited", None, ahead))
                 return ()
             if used:
