@@ -63,6 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument(
         "--server", metavar="URL", help="talk to a running `react-agent serve` at URL"
     )
+    _token_argument(chat)
     chat.add_argument(
         "-m",
         "--message",
@@ -77,6 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     graphs = commands.add_parser("graphs", help="list the agents")
     graphs.add_argument("--server", metavar="URL", help="list the agents of a running server")
+    _token_argument(graphs)
     prune = commands.add_parser(
         "prune",
         help="remove old checkpoints and idle threads",
@@ -92,6 +94,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     prune.add_argument("--dry-run", action="store_true", help="count what would go; remove nothing")
     return parser
+
+
+def _token_argument(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--token",
+        metavar="TOKEN",
+        help="your key or token for --server, sent as a bearer credential "
+        "(default: AGENT_TOKEN, else AGENT_API_KEY)",
+    )
 
 
 def _at_least_one(text: str) -> int:
