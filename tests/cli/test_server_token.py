@@ -89,10 +89,14 @@ def test_agent_api_key_is_still_sent_when_no_token_is_given(
 def test_without_a_token_the_refusal_is_one_line_saying_what_to_pass_and_exit_1(
     server: str, cli_env: dict[str, str], command: str
 ) -> None:
-    args = ("chat", "weather", "--server", server, "-m", "你好") if command == "chat" else (
-        "graphs",
-        "--server",
-        server,
+    args = (
+        ("chat", "weather", "--server", server, "-m", "你好")
+        if command == "chat"
+        else (
+            "graphs",
+            "--server",
+            server,
+        )
     )
     done = run_cli(cli_env, *args)
     assert done.returncode == 1

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from app.core.storage.backends import open_storage
@@ -53,9 +53,7 @@ def rotate(agent_db: str, name: str) -> str:
     made = keys.new_key()
 
     async def give(store: RunStore) -> bool:
-        return await store.rotate_key(
-            name, key_id=made.key_id, digest=made.digest, now=time.time()
-        )
+        return await store.rotate_key(name, key_id=made.key_id, digest=made.digest, now=time.time())
 
     if not _on_store(agent_db, give):
         raise AssertionError(f"no user {name!r}")

@@ -57,9 +57,7 @@ def keyed_server(
 
 
 @pytest.fixture
-def browse(
-    browser: Browser, artifacts: Path
-) -> Iterator[Callable[..., Chat]]:
+def browse(browser: Browser, artifacts: Path) -> Iterator[Callable[..., Chat]]:
     """A page in a browser context of its own on `url` (`browse(url, lang="en",
     extra_http_headers=...)`); no uncaught script error may happen on any."""
     contexts: list[Any] = []
