@@ -100,7 +100,8 @@ export class Session {
     try {
       me = await whoAmI(key);
     } catch (err) {
-      this.refuse(isUnauthorized(err) ? t.signInRefused(t.said(serverMessage(err.payload))) : describeFailure(err).text);
+      const refused = isUnauthorized(err);
+      this.refuse(refused ? t.signInRefused(t.said(serverMessage(err.payload))) : describeFailure(err).text);
       return;
     } finally {
       this.submit.disabled = false;
