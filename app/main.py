@@ -69,6 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument(
         "--server", metavar="URL", help="talk to a running `react-agent serve` at URL"
     )
+    _token_argument(chat)
     chat.add_argument(
         "-m",
         "--message",
@@ -83,6 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     graphs = commands.add_parser("graphs", help="list the agents")
     graphs.add_argument("--server", metavar="URL", help="list the agents of a running server")
+    _token_argument(graphs)
     prune = commands.add_parser(
         "prune",
         help="remove old checkpoints and idle threads",
@@ -115,6 +117,15 @@ def _parser() -> argparse.ArgumentParser:
     usage = actions.add_parser("usage", help="runs and model tokens per user per day (UTC)")
     usage.add_argument("--days", type=_at_least_one, default=7, help="the last N days (default 7)")
     return parser
+
+
+def _token_argument(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--token",
+        metavar="TOKEN",
+        help="your key or token for --server, sent as a bearer credential "
+        "(default: AGENT_TOKEN, else AGENT_API_KEY)",
+    )
 
 
 def _at_least_one(text: str) -> int:

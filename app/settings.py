@@ -141,6 +141,11 @@ class Settings(GraphSettings):
         "connection, SQLite's write lock) before it is refused with 503 storage_unavailable",
     )
     agent_api_key: SecretStr | None = None
+    agent_token: SecretStr | None = Field(
+        None,
+        description="the terminal client's key or token for --server (default of --token; "
+        "AGENT_API_KEY when unset)",
+    )
     # Users (README "Users and access"; app.core.users).
     agent_jwt_jwks_url: str | None = Field(
         None, description="an identity provider's JWKS URL: its bearer JWTs sign users in"

@@ -95,11 +95,18 @@ def _log_to(path: Path | None, settings: Settings) -> None:
     logging.captureWarnings(True)
 
 
+def _credential(args: argparse.Namespace, settings: Settings) -> str | None:
+    """What `--server` is sent as a bearer credential: --token, else AGENT_TOKEN, else
+    AGENT_API_KEY (the single admin's key, as before users existed); None without any."""
+    configured = (settings.agent_token, settings.agent_api_key)
+    given = [args.token, *(secret.get_secret_value() for secret in configured if secret)]
+    return next((value.strip() for value in given if value and value.strip()), None)
+
+
 @asynccontextmanager
 async def _agent(args: argparse.Namespace, settings: Settings) -> AsyncIterator[Agent]:
     if args.server:
-        key = settings.agent_api_key.get_secret_value() if settings.agent_api_key else None
-        async with connect(args.server, args.graph, key) as remote:
+        async with connect(args.server, args.graph, _credential(args, settings)) as remote:
             await remote.check()
             yield remote
     else:
@@ -163,7 +170,7 @@ def graphs(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     _log_to(None, settings)
     if args.server:
-        key = settings.agent_api_key.get_secret_value() if settings.agent_api_key else None
+        key = _credential(args, settings)
 
         async def listing() -> list[GraphInfo]:
             async with connect(args.server, "", key) as remote:

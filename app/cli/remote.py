@@ -47,7 +47,10 @@ from app.core.runs.threads import PAGE_MESSAGES, ThreadPage
 logger = logging.getLogger(__name__)
 
 UNREACHABLE: Final = "无法连接服务 {url}：{reason}"
-UNAUTHORIZED: Final = "服务 {url} 拒绝访问（HTTP 401）：请把 AGENT_API_KEY 设为服务端的密钥"
+UNAUTHORIZED: Final = (
+    "服务 {url} 拒绝访问（HTTP 401：{detail}）："
+    "请用 --token 传入你的密钥或令牌，或设置环境变量 AGENT_TOKEN"
+)
 HTTP_ERROR: Final = "服务返回 HTTP {status}：{detail}"
 NOT_AN_EVENT_STREAM: Final = "服务 {url} 没有返回事件流（Content-Type: {kind}）"
 BAD_THREAD_VIEW: Final = "服务返回的会话数据无法解析"
@@ -103,7 +106,8 @@ class RemoteAgent:
 
     def _check(self, response: httpx.Response) -> None:
         if response.status_code == 401:
-            raise Unauthorized("unauthorized", UNAUTHORIZED.format(url=self.url))
+            detail, _ = _detail(response)
+            raise Unauthorized("unauthorized", UNAUTHORIZED.format(url=self.url, detail=detail))
         if response.status_code >= 400:
             detail, code = _detail(response)
             raise ServiceError(
@@ -212,6 +216,8 @@ class RemoteAgent:
         """The AG-UI events of an SSE answer to `method path`; an error answer raises."""
         try:
             async with aconnect_sse(self._client, method, path, **kwargs) as source:
+                if source.response.is_error:
+                    await source.response.aread()  # the error's body, for its message
                 self._check(source.response)
                 try:
                     async for sse in source.aiter_sse():
@@ -289,9 +295,10 @@ def _thread_path(thread_id: str) -> str:
 
 
 @asynccontextmanager
-async def connect(url: str, graph_id: str, api_key: str | None) -> AsyncIterator[RemoteAgent]:
-    """A client for agent `graph_id` of the server at `url` (bearer `api_key` if given)."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+async def connect(url: str, graph_id: str, credential: str | None) -> AsyncIterator[RemoteAgent]:
+    """A client for agent `graph_id` of the server at `url` (bearer `credential`, a key or
+    a token, if given)."""
+    headers = {"Authorization": f"Bearer {credential}"} if credential else {}
     timeout = httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
     async with httpx.AsyncClient(
         base_url=url.rstrip("/"), headers=headers, timeout=timeout

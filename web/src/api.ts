@@ -74,8 +74,8 @@ export class HttpError extends Error {
   }
 }
 
-export function authHeaders(): Record<string, string> {
-  const key = apiKey.get();
+/** `key` (by default the one this tab signed in with) as a bearer credential. */
+export function authHeaders(key: string = apiKey.get()): Record<string, string> {
   return key ? { Authorization: `Bearer ${key}` } : {};
 }
 
@@ -99,6 +99,30 @@ async function request(path: string, init: RequestInit = {}): Promise<Response> 
     throw new HttpError(response.status, payload);
   }
   return response;
+}
+
+/** How the caller got in: a key, an identity provider's token, a trusted proxy's header,
+ * or none needed (a server with no sign-in configured). */
+export type Via = "key" | "token" | "proxy" | "open";
+
+/** Who the server takes the caller to be (`GET /api/me`). */
+export interface Me {
+  userId: string;
+  admin: boolean;
+  via: Via;
+}
+
+const VIAS = new Set<string>(["key", "token", "proxy", "open"]);
+
+/** Who `key` (by default this tab's) signs in as; HttpError 401 when the server refuses it. */
+export async function whoAmI(key: string = apiKey.get()): Promise<Me> {
+  const body: unknown = await (await request("/api/me", { headers: authHeaders(key) })).json();
+  const v = (typeof body === "object" && body !== null ? body : {}) as Record<string, unknown>;
+  return {
+    userId: typeof v.userId === "string" ? v.userId : "",
+    admin: v.admin === true,
+    via: typeof v.via === "string" && VIAS.has(v.via) ? (v.via as Via) : "key",
+  };
 }
 
 export async function listGraphs(): Promise<GraphInfo[]> {
@@ -270,9 +294,8 @@ export function describeFailure(err: unknown): Failure {
   }
   const said = serverMessage(payload);
   const suffix = t.said(said);
-  if (status === 401 || status === 403) {
-    return { kind: "auth", status, text: t.unauthorized(suffix) };
-  }
+  // 401 only: signing in again helps; a 403 (an admin's route) is refused like any other.
+  if (status === 401) return { kind: "auth", status, text: t.unauthorized(suffix) };
   if (status === 409) return { kind: "conflict", status, text: t.conflict(said) };
   if (status === 413) return { kind: "refused", status, text: t.tooLarge(suffix) };
   if (status >= 400 && status < 500) {

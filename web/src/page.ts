@@ -1,6 +1,7 @@
 // The page controller: which thread is open and what happens on it. It owns the pieces
 // (threads.ts: the thread list; runs.ts: the runs followed; questions.ts: the questions
-// pending; composer.ts: the message box; layout.ts: the sidebar) and decides what one
+// pending; composer.ts: the message box; layout.ts: the sidebar; signin.ts: who is signed
+// in) and decides what one
 // piece's news means for the others. Threads are restored from GET /api/threads/{id}
 // (the latest page; older.ts brings the earlier ones as the reader scrolls up); a run
 // still under way there is followed again from its recorded events.
@@ -31,6 +32,7 @@ import { Questions, type Answer } from "./questions";
 import { endStatus, interruptsOf, started } from "./runfold";
 import { Runs, type LiveRun, type RunHost } from "./runs";
 import { renderGraphs, ThreadList } from "./sidebar";
+import type { Session } from "./signin";
 import * as store from "./store";
 import type { ThreadEntry, ThreadStatus } from "./store";
 import { Threads } from "./threads";
@@ -84,8 +86,10 @@ export class Page implements RunHost {
   private readonly view = new ConversationView(this.messages, this.conversation);
   private readonly older = new OlderHistory(this.view, this.conversation);
   private readonly threads = new Threads(store.loadThreads());
+  // Whose cached list `threads` started from (null: nobody's, or unknown).
+  private listOwner = store.threadsOwner();
   private readonly questions = new Questions<InterruptControl>();
-  private readonly layout = new Layout(() => void this.start());
+  private readonly layout = new Layout();
   private readonly composer: Composer;
   private readonly runs: Runs;
   private readonly threadList: ThreadList;
@@ -94,6 +98,8 @@ export class Page implements RunHost {
   private loading = 0;
   private listing = false;
   private pendingDelete: PendingDelete | null = null;
+  // The page is being left for another person's: it writes nothing more to the browser.
+  private leaving = false;
   private readonly interruptHandlers: InterruptHandlers = {
     answer: (control, value, summary) => {
       this.collect(control, { interruptId: control.id, status: "resolved", payload: { value } }, summary);
@@ -103,7 +109,7 @@ export class Page implements RunHost {
     },
   };
 
-  constructor() {
+  constructor(private readonly session: Session) {
     this.composer = new Composer(() => ({ waiting: this.questions.pending, open: this.threads.current !== null }), {
       send: (text, strategy) => void this.send(text, strategy),
       sendInstead: (text) => this.sendInstead(text),
@@ -129,14 +135,30 @@ export class Page implements RunHost {
     this.composer.refresh();
     this.saveThreads();
     // A tab closed during the undo still deletes what the user deleted.
-    window.addEventListener("pagehide", () => {
-      const pending = this.takeDelete();
-      if (pending) void deleteThread(pending.entry.id, true).catch(() => undefined);
+    window.addEventListener("pagehide", () => this.flushDelete());
+    // Signing out: a delete waiting for its undo goes now, while the key is still here.
+    session.onLeave(() => {
+      this.flushDelete();
+      this.leaving = true;
     });
+  }
+
+  private flushDelete(): void {
+    const pending = this.takeDelete();
+    if (pending) void deleteThread(pending.entry.id, true).catch(() => undefined);
   }
 
   /** Load the agents, then open the thread the page had open (or a new one). */
   async start(): Promise<void> {
+    // Who is signed in (the sign-in screen until someone is); a server that cannot say
+    // fails the requests below too, and they show why.
+    const me = await this.session.ensure();
+    if (me && me.userId !== this.listOwner) {
+      // The list this page started from was someone else's (signin.ts dropped the cache).
+      this.threads.entries = store.loadThreads();
+      this.listOwner = me.userId;
+      this.saveThreads();
+    }
     if (!(await this.loadGraphs())) return;
     const listed = this.refreshThreads();
     const linked = threadInUrl();
@@ -180,6 +202,7 @@ export class Page implements RunHost {
   // --- threads ---------------------------------------------------------------------
 
   private saveThreads(): void {
+    if (this.leaving) return;
     store.saveThreads(this.threads.entries);
     this.threadList.render(this.threads.entries, this.threads.current?.id ?? null);
   }
@@ -195,8 +218,11 @@ export class Page implements RunHost {
     const asked = Date.now();
     try {
       this.threads.merge(await listThreads(null, THREADS_LIMIT), asked, Date.now());
-    } catch {
-      return; // an older server, a lost connection: the list the page has stays
+    } catch (err) {
+      // The key was revoked: sign in again. An older server, a lost connection: the list
+      // the page has stays.
+      if (describeFailure(err).kind === "auth") this.signInAgain();
+      return;
     } finally {
       this.listing = false;
     }
@@ -416,12 +442,26 @@ export class Page implements RunHost {
   }
 
   private showFailure(failure: Failure, action?: Action): void {
-    if (failure.kind === "auth") {
-      this.view.notice("error", failure.text, { label: t.openSettings, run: () => this.layout.openSettings() });
-      this.layout.openSettings();
-      return;
-    }
-    this.view.notice("error", failure.text, action);
+    if (failure.kind === "auth") this.signInAgain();
+    else this.view.notice("error", failure.text, action);
+  }
+
+  /** The server no longer takes this tab's key: the sign-in screen over the page, which
+   * keeps everything meanwhile (the message being typed too). The same person carries on
+   * where they were; someone else gets a fresh page. */
+  private signInAgain(): void {
+    const before = this.session.me?.userId;
+    void this.session.expired().then((me) => {
+      if (before !== undefined && me.userId !== before) {
+        // Nothing of the last person's page may stay: the cache is theirs (signin.ts
+        // dropped it), and so is everything in memory.
+        this.leaving = true;
+        window.location.replace(window.location.pathname);
+        return;
+      }
+      if (this.graphs.length) void this.refreshThreads();
+      else void this.start();
+    });
   }
 
   // --- questions -------------------------------------------------------------------
@@ -543,7 +583,7 @@ export class Page implements RunHost {
         control.setBusy(false);
         control.showError(failure.text, reload);
       }
-      if (failure.kind === "auth") this.layout.openSettings();
+      if (failure.kind === "auth") this.signInAgain();
       return;
     }
     this.view.settleTools("stopped");

@@ -1,8 +1,9 @@
 // What the browser remembers (localStorage): the last thread list it saw (the server's
-// list replaces it as soon as it answers), the open thread, the last picked agent and how
-// charts are drawn. The conversations themselves live on the server. The API key is the
-// tab's only (sessionStorage): it is gone when the tab closes, and never written where it
-// would persist; a key an older page left in localStorage is moved out on load.
+// list replaces it as soon as it answers) and whose it was, the open thread, the last
+// picked agent and how charts are drawn. The conversations themselves live on the server.
+// The key or token signed in with is the tab's only (sessionStorage): it is gone when the
+// tab closes, and never written where it would persist; a key an older page left in
+// localStorage is moved out on load.
 
 import type { ThreadOrigin } from "./api";
 
@@ -23,6 +24,7 @@ const KEYS = {
   current: "react-agent.current",
   graph: "react-agent.graph",
   apiKey: "react-agent.apiKey",
+  owner: "react-agent.owner",
 } as const;
 
 /** The storage that outlives the tab, or the tab's own; null when the browser refuses it. */
@@ -73,6 +75,24 @@ export function loadThreads(): ThreadEntry[] {
 
 export function saveThreads(threads: ThreadEntry[]): void {
   write(KEYS.threads, JSON.stringify(threads));
+}
+
+/** The cached thread list and open thread are `userId`'s from now on: another user's are
+ * dropped (a browser shared by two people shows neither the other's titles). */
+export function keepThreadsOf(userId: string): void {
+  if (read(KEYS.owner) === userId) return;
+  forgetThreads();
+  write(KEYS.owner, userId);
+}
+
+/** Whose the cached thread list is; null when nobody's is known. */
+export function threadsOwner(): string | null {
+  return read(KEYS.owner);
+}
+
+/** Drop the cached thread list, the open thread and whose they were (signing out). */
+export function forgetThreads(): void {
+  for (const key of [KEYS.threads, KEYS.current, KEYS.owner]) write(key, null);
 }
 
 export const currentThread = {

@@ -1,5 +1,15 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { apiKey, forgetStoredKey, lastGraph } from "../src/store";
+import {
+  apiKey,
+  currentThread,
+  forgetStoredKey,
+  forgetThreads,
+  keepThreadsOf,
+  lastGraph,
+  loadThreads,
+  saveThreads,
+  threadsOwner,
+} from "../src/store";
 
 /** A Storage as the browser's, in memory (the tests run in Node, which has none). */
 class MemoryStorage implements Storage {
@@ -77,5 +87,49 @@ describe("what the browser remembers", () => {
     lastGraph.set("weather");
     expect(local.getItem("react-agent.graph")).toBe("weather");
     expect(session.length).toBe(0);
+  });
+});
+
+describe("whose cached thread list it is", () => {
+  const entry = { id: "t-1", graphId: "weather", title: "alice's plans", updatedAt: 1 };
+
+  it("the list cached for one user is dropped when another signs in, with the open thread", () => {
+    keepThreadsOf("alice");
+    saveThreads([entry]);
+    currentThread.set("t-1");
+
+    keepThreadsOf("bob");
+    expect(loadThreads()).toEqual([]);
+    expect(currentThread.get()).toBeNull();
+    expect(threadsOwner()).toBe("bob");
+  });
+
+  it("the same user signing in again keeps the list and the open thread", () => {
+    keepThreadsOf("alice");
+    saveThreads([entry]);
+    currentThread.set("t-1");
+
+    keepThreadsOf("alice");
+    expect(loadThreads()).toEqual([entry]);
+    expect(currentThread.get()).toBe("t-1");
+  });
+
+  it("a list cached before users existed belongs to nobody: the first sign-in drops it", () => {
+    saveThreads([entry]);
+    keepThreadsOf("alice");
+    expect(loadThreads()).toEqual([]);
+  });
+
+  it("signing out forgets the list, the open thread and whose they were; the agent stays", () => {
+    keepThreadsOf("alice");
+    saveThreads([entry]);
+    currentThread.set("t-1");
+    lastGraph.set("tushare");
+
+    forgetThreads();
+    expect(loadThreads()).toEqual([]);
+    expect(currentThread.get()).toBeNull();
+    expect(threadsOwner()).toBeNull();
+    expect(lastGraph.get()).toBe("tushare");
   });
 });
