@@ -1,60 +1,39 @@
 """Users and their keys in a server's own database, for the clients' tests (the page, the
-terminal): made the way `react-agent users add` makes them (`keys.new_key`, then the
-store's `add_user`), revoked and rotated through the store as `users revoke` and `users
-rotate` do.
-
-The store rather than the command: these tests were written before the `users` commands
-were on main; `react-agent users add NAME` (the key alone on its last line) can replace
-`add_user` here one for one.
+terminal): made, rotated and revoked by `react-agent users ...` run as a process on the
+server's AGENT_DB, as an operator does; each returns the key the command printed alone on
+its last line.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+import os
+import subprocess
+import sys
 
-from app.core.storage.backends import open_storage
-from app.core.storage.runs import RunStore
-from app.core.users import keys
-from app.settings import Settings
-
-T = TypeVar("T")
+from tests.support.env import PROJECT_VARS
 
 
-def _on_store(agent_db: str, step: Callable[[RunStore], Awaitable[T]]) -> T:
-    async def run() -> T:
-        async with open_storage(Settings(agent_db=agent_db)) as storage:
-            return await step(storage.runs)
-
-    # A thread of its own: Playwright's sync API keeps a loop marked running on this one.
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, run()).result()
+def users(agent_db: str, *args: str) -> str:
+    """`react-agent users ARGS` on the database at `agent_db`; its output."""
+    env = {k: v for k, v in os.environ.items() if k not in PROJECT_VARS}
+    done = subprocess.run(
+        [sys.executable, "-m", "app.main", "users", *args],
+        env={**env, "AGENT_DB": agent_db},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"react-agent users {' '.join(args)}: {done.stderr}")
+    return done.stdout
 
 
 def add_user(agent_db: str, name: str, *, admin: bool = False) -> str:
     """A new user of the database at `agent_db` (an AGENT_DB value); its key."""
-    made = keys.new_key()
-
-    async def add(store: RunStore) -> bool:
-        return await store.add_user(
-            name, admin=admin, key_id=made.key_id, digest=made.digest, now=time.time()
-        )
-
-    if not _on_store(agent_db, add):
-        raise AssertionError(f"user {name!r} exists already")
-    return made.key
+    flags = ("--admin",) if admin else ()
+    return users(agent_db, "add", name, *flags).strip().splitlines()[-1]
 
 
 def rotate(agent_db: str, name: str) -> str:
     """Revoke the user's keys and give it a new one; the new key."""
-    made = keys.new_key()
-
-    async def give(store: RunStore) -> bool:
-        return await store.rotate_key(name, key_id=made.key_id, digest=made.digest, now=time.time())
-
-    if not _on_store(agent_db, give):
-        raise AssertionError(f"no user {name!r}")
-    return made.key
+    return users(agent_db, "rotate", name).strip().splitlines()[-1]
