@@ -1,0 +1,71 @@
+"""Service-managed keys: their shape, and a check whose time says nothing about the key."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+from app.core.users import keys
+
+ROUNDS = 4000
+
+
+def test_a_key_is_recognisable_by_its_prefix_and_names_its_id() -> None:
+    made = keys.new_key()
+
+    assert made.key.startswith("ra_")
+    assert keys.key_id_of(made.key) == made.key_id
+    assert made.digest == keys.digest(made.key) and made.key not in made.digest
+    assert keys.key_id_of("sk-" + made.key[3:]) is None
+    assert keys.new_key().key != made.key
+
+
+def test_only_the_key_it_was_made_from_matches_its_digest() -> None:
+    made = keys.new_key()
+
+    assert keys.matches(made.key, made.digest)
+    assert not keys.matches(made.key[:-1] + ("A" if made.key[-1] != "A" else "B"), made.digest)
+    assert not keys.matches("", made.digest)
+
+
+def _median_ns(check: Callable[[], bool]) -> float:
+    samples = []
+    for _ in range(ROUNDS):
+        started = time.perf_counter_ns()
+        check()
+        samples.append(time.perf_counter_ns() - started)
+    return statistics.median(samples)
+
+
+def _spread(check: Callable[[str, str], bool]) -> float:
+    """How much longer the slowest of a right key, one wrong at its start and one wrong at
+    its end takes to check than the fastest (medians of interleaved rounds)."""
+    made = keys.new_key()
+    right = made.key
+    wrong_at_start = "ra_" + ("0" if right[3] != "0" else "1") + right[4:]
+    wrong_at_end = right[:-1] + ("A" if right[-1] != "A" else "B")
+    presented = {"right": right, "wrong at start": wrong_at_start, "wrong at end": wrong_at_end}
+    medians: dict[str, list[float]] = {name: [] for name in presented}
+    for _ in range(5):  # interleaved: the machine's load weighs on every case alike
+        for name, key in presented.items():
+            medians[name].append(_median_ns(lambda key=key: check(key, right)))
+    typical = [statistics.median(values) for values in medians.values()]
+    return max(typical) / min(typical)
+
+
+def _stops_at_the_first_difference(presented: str, stored: str) -> bool:
+    if len(presented) != len(stored):
+        return False
+    for a, b in zip(presented, stored, strict=True):  # noqa: SIM110 (the early exit is the point)
+        if a != b:
+            return False
+    return True
+
+
+def test_checking_a_wrong_key_costs_what_checking_the_right_one_does() -> None:
+    # The measurement sees a check that stops at the first wrong character...
+    assert _spread(_stops_at_the_first_difference) > 2
+    # ...and sees none in ours: the presented key is hashed first, the digests compared
+    # in constant time, so where (or whether) it is wrong changes nothing.
+    assert _spread(lambda key, right: keys.matches(key, keys.digest(right))) < 1.5
