@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends, Request
+from opentelemetry import trace
 
 from app.core.errors import Forbidden
 from app.core.observability.logs import bind_user
@@ -21,6 +22,7 @@ from app.core.users.access import Access
 from app.core.users.identity import Caller
 
 ADMIN_ONLY = "only an admin may read this"
+USER_ATTRIBUTE = "enduser.id"
 
 
 def access_of(request: Request) -> Access:
@@ -45,6 +47,8 @@ async def authorize(request: Request) -> Caller:
     )
     request.state.caller = caller
     bind_user(caller.user_id)
+    # The request's span (when traced) names its user, as OpenTelemetry's conventions do.
+    trace.get_current_span().set_attribute(USER_ATTRIBUTE, caller.user_id)
     service = request.app.state.service
     await service.fair_use.request(caller)
     thread_id = request.path_params.get("thread_id")

@@ -86,6 +86,7 @@ def test_one_run_is_a_span_tree_from_the_request_to_the_model_tool_and_http_call
     [request] = [s for s in trace if s.kind == SERVER_KIND]
     [run] = [s for s in trace if s.name == "invoke_agent weather"]
     assert request.name == "POST /api/agents/{graph_id}"
+    assert request.attributes["enduser.id"] == "admin"  # AGENT_API_KEY's user, never a key
     assert run.parent_id == request.span_id
     assert run.attributes == {
         "gen_ai.operation.name": "invoke_agent",

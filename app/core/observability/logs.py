@@ -80,12 +80,12 @@ class TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
-        run = _run.get()
-        if run is not None and run.trace_id:
-            line = f"{line} trace={run.trace_id}"
         user = _user.get()
         if user is not None:
             line = f"{line} user={user}"
+        run = _run.get()
+        if run is not None and run.trace_id:
+            line = f"{line} trace={run.trace_id}"
         return self._redact(line)
 
 
