@@ -8,7 +8,6 @@ on the shared database.
 from __future__ import annotations
 
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from tests.doubles.llm import ScriptedLLM, held, text
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.service.conftest import API_KEY, Backend, run_body, server_env, wait_until
 from tests.support.processes import REACT_AGENT, ServerProcess
+from tests.support.user_keys import add_user, users
 
 pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
@@ -40,15 +40,7 @@ class Replicas:
 
     def add_user(self) -> tuple[str, str]:
         name = f"u-{uuid.uuid4().hex[:8]}"
-        done = subprocess.run(
-            [sys.executable, "-m", "app.main", "users", "add", name],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert done.returncode == 0, done.stderr
-        return name, done.stdout.strip().splitlines()[-1]
+        return name, add_user(self.env["AGENT_DB"], name)
 
     def client(self, server: ServerProcess, key: str) -> httpx.Client:
         return httpx.Client(
@@ -182,14 +174,7 @@ def test_a_key_revoked_through_one_replicas_database_is_refused_by_both_within_t
     with replicas.client(replicas.a, key) as on_a, replicas.client(replicas.b, key) as on_b:
         assert on_a.get("/api/me").status_code == 200
         assert on_b.get("/api/me").status_code == 200  # both hold it now
-        done = subprocess.run(
-            [sys.executable, "-m", "app.main", "users", "revoke", name],
-            env=replicas.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert done.returncode == 0, done.stderr
+        users(replicas.env["AGENT_DB"], "revoke", name)
         for client in (on_a, on_b):
             wait_until(
                 "the key is refused",

@@ -38,6 +38,7 @@ from tests.service.conftest import (
     wait_until,
 )
 from tests.support.processes import ServerProcess
+from tests.support.user_keys import add_user
 
 pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
@@ -55,7 +56,7 @@ class Setup:
     idp: IdentityProvider
 
     def users(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """`react-agent users ARGS` as a process on the server's database."""
+        """`react-agent users ARGS` as a process on the server's database, as it ended."""
         return subprocess.run(
             [sys.executable, "-m", "app.main", "users", *args],
             env=self.env,
@@ -65,9 +66,7 @@ class Setup:
         )
 
     def new_key(self, name: str, *flags: str) -> str:
-        done = self.users("add", name, *flags)
-        assert done.returncode == 0, done.stderr
-        return done.stdout.strip().splitlines()[-1]
+        return add_user(self.env["AGENT_DB"], name, admin="--admin" in flags)
 
     def client(self, credential: str | None = None, **headers: str) -> httpx.Client:
         if credential is not None:
@@ -398,15 +397,7 @@ def test_a_database_from_before_users_gives_its_threads_to_the_admin(
         backend.execute(tmp_path, "UPDATE agent_schema SET version = 4")
     new = ServerProcess(env)
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "app.main", "users", "add", "ivy"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert done.returncode == 0, done.stderr
-        ivy_key = done.stdout.strip().splitlines()[-1]
+        ivy_key = add_user(env["AGENT_DB"], "ivy")
         with (
             httpx.Client(base_url=new.url, headers={"Authorization": f"Bearer {API_KEY}"}) as a,
             httpx.Client(base_url=new.url, headers={"Authorization": f"Bearer {ivy_key}"}) as ivy,
