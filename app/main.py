@@ -359,15 +359,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write(CONFIGURATION_ERROR.format(where="AGENT_DB", what=unreachable))
             return EXIT_CONFIGURATION
     if args.command == "serve":
-        unguarded = _unguarded(args)
-        if unguarded is not None:
-            sys.stderr.write(CONFIGURATION_ERROR.format(where="HOST", what=unguarded))
-            return EXIT_CONFIGURATION
         listening = _listen(args)
         if isinstance(listening, NoSocket):
             sys.stderr.write(
                 CONFIGURATION_ERROR.format(where=listening.variable, what=listening.message)
             )
+            return EXIT_CONFIGURATION
+        unguarded = _unguarded(args)
+        if unguarded is not None:
+            listening.close()
+            sys.stderr.write(CONFIGURATION_ERROR.format(where="HOST", what=unguarded))
             return EXIT_CONFIGURATION
         return _serve(args, listening)
     if args.command == "prune":

@@ -157,7 +157,7 @@ def test_graphs_lists_the_agents(cli_env: dict[str, str]) -> None:
 @pytest.mark.parametrize(
     ("args", "shown"),
     [
-        ((), r"\{serve,chat,graphs,prune\}"),
+        ((), r"\{serve,chat,graphs,prune,users\}"),
         (("chat",), r"--thread ID.*--server URL.*-m TEXT"),
         (("graphs",), r"--server URL"),
         (("prune",), r"--keep N.*--idle-days D.*--dry-run"),

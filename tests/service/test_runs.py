@@ -358,7 +358,7 @@ def test_a_run_error_code_this_version_does_not_know_reads_as_run_failed_with_it
         # As a newer replica on the same database records a failure with a new code.
         backend.execute(
             tmp_path,
-            "UPDATE agent_runs SET status='error', error_code='quota_exceeded',"
+            "UPDATE agent_runs SET status='error', error_code='galaxy_overheated',"
             f" error_message='配额已用完' WHERE run_id='{body['runId']}'",
         )
 

@@ -97,6 +97,7 @@ def test_threads_are_listed_newest_activity_first_with_their_latest_status(
         "updatedAt": by_id[third]["updatedAt"],
         "status": "interrupted",
         "origin": "api",
+        "owner": "admin",  # AGENT_API_KEY's user
     }
     assert by_id[first]["status"] == by_id[second]["status"] == "success"
     [latest_run] = api.http.get(f"/api/threads/{first}/runs").json()
