@@ -20,6 +20,7 @@ once, with the probes and the request counting of `app.http.observability`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -37,6 +38,7 @@ from starlette.routing import compile_path
 
 from app.core.errors import ErrorCode, Invalid, ServiceError, storage_unavailable
 from app.core.observability.telemetry import Telemetry
+from app.core.registry import start_mcp_servers
 from app.core.runs.service import open_service
 from app.core.storage.failures import failures
 from app.core.storage.retention import periodic_prune
@@ -78,7 +80,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 periodic_prune(service.saver, service.store, settings),
             ):
                 app.state.service = service
-                yield
+                # Configured MCP servers start beside the service, never in its way.
+                servers = asyncio.create_task(start_mcp_servers(settings, list(service.graphs)))
+                try:
+                    yield
+                finally:
+                    servers.cancel()
         finally:
             telemetry.close()
 
