@@ -44,6 +44,7 @@ from app.core.storage.failures import failures
 from app.core.storage.retention import periodic_prune
 from app.http.deadlines import BodyDeadline
 from app.http.hosts import HostGuard
+from app.http.mcp.endpoint import mount_mcp
 from app.http.observability import add_probes, count_requests, trace_requests
 from app.http.openapi import CONNECTION_REFUSALS, errors, key_docs, mount_docs, operation_id
 from app.http.routes import BODY_RULES, ID_SCHEMA, ChatRequest, api, summary
@@ -78,6 +79,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             async with (
                 open_service(settings, recover=True, telemetry=telemetry) as service,
                 periodic_prune(service.saver, service.store, settings),
+                mcp.running(),
             ):
                 app.state.service = service
                 # Configured MCP servers start beside the service, never in its way.
@@ -136,6 +138,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     responses = {**CONNECTION_REFUSALS, **errors(503), **key.responses}
     app.include_router(api, responses=responses, dependencies=key.dependencies)
     _document_bodies(app, {"/api/agents/{graph_id}": RunAgentInput, "/api/chat": ChatRequest})
+    mcp = mount_mcp(app)  # the agents as MCP tools (app.http.mcp), same key as /api
     mount_docs(app)
     mount_web_ui(app)
     return app
