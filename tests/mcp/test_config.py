@@ -86,3 +86,22 @@ def test_values_read_from_the_environment_into_headers_and_env_are_masked(
     assert "search-token" not in masked and "db-pass" not in masked and "***" in masked
     assert masked.endswith(", the end")
     assert redact("/srv/mcp/db") == "/srv/mcp/db"  # a path in `command` is no secret
+
+
+def test_the_example_config_reads_without_a_problem(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("SEARCH_API_KEY", "LEGACY_KEY"):
+        monkeypatch.setenv(name, f"{name.lower()}-value-123")
+
+    config = load_mcp_config(Path(__file__).parents[2] / "deploy" / "mcp.example.json")
+
+    assert config.problems == ()
+    assert [server.name for server in config.servers] == [
+        "time",
+        "fetch",
+        "files",
+        "search",
+        "legacy",
+    ]
+    assert [server.name for server in config.for_agent("weather")] == ["time", "fetch", "search"]
+    files = config.servers[2]
+    assert files.risk["write_file"] == "sensitive" and not files.offers("move_file")
