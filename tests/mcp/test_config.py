@@ -43,6 +43,7 @@ def test_a_bad_server_is_left_out_and_the_others_are_kept(
         "unset": {"url": "http://127.0.0.1:9/mcp", "headers": {"X-Key": "${NOT_SET_ANYWHERE}"}},
         "risky": {"command": "x", "risk": {"t": "medium"}},
         "local": {"command": "x", "timeout_s": 0},
+        "my server": {"command": "x"},
     }
     path.write_text(json.dumps({"mcpServers": servers}))
 
@@ -55,6 +56,9 @@ def test_a_bad_server_is_left_out_and_the_others_are_kept(
         "environment",
         f"AGENT_MCP_CONFIG {path}: server 'risky': risk.t: Input should be 'low' or 'high'",
         f"AGENT_MCP_CONFIG {path}: server 'local': timeout_s: Input should be greater than 0",
+        f"AGENT_MCP_CONFIG {path}: server 'my server': a server's name is 1-40 letters, "
+        "digits, _ or - (it may prefix its tools' names, which models take in that alphabet "
+        "only)",
     )
 
 

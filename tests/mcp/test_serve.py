@@ -333,3 +333,32 @@ async def test_a_call_on_a_thread_busy_with_another_run_is_refused_by_its_rule(
     assert stopped.isError
     [block] = stopped.content
     assert isinstance(block, types.TextContent) and "cancelled" in block.text
+
+
+async def test_a_client_that_ends_its_session_mid_call_cancels_the_run(
+    server: ServerProcess, api: Api, llm: ScriptedLLM
+) -> None:
+    llm.script(tool_call("get_weather", {"location": SLOW_CITY}), text("不会走到这里。"))
+    thread_id = "t-mcp-left"
+    tool_started = asyncio.Event()
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        tool_started.set()
+
+    async with mcp_session(server) as session:
+        call = asyncio.create_task(
+            session.call_tool(
+                "weather", {"message": "慢", "thread_id": thread_id}, progress_callback=on_progress
+            )
+        )
+        await asyncio.wait_for(tool_started.wait(), WAIT_S)
+        call.cancel()  # the client gives up; leaving the block ends the session (DELETE)
+
+    deadline = asyncio.get_running_loop().time() + WAIT_S
+    while True:
+        runs = api.http.get(f"/api/threads/{thread_id}/runs").json()
+        if runs and runs[0]["status"] != "running":
+            break
+        assert asyncio.get_running_loop().time() < deadline, runs
+        await asyncio.sleep(0.05)  # polling another process's record, not waiting a result
+    assert [run["status"] for run in runs] == ["cancelled"]

@@ -37,6 +37,11 @@ NOT_AN_OBJECT = 'expected an object with "mcpServers": {{name: server, ...}}'
 NO_CONNECTION = 'give "command" (a local program, over stdio) or "url" (a server over HTTP)'
 BOTH_CONNECTIONS = 'give "command" or "url", not both'
 UNSET_VARIABLE = "${{{name}}} is not set in the environment"
+BAD_NAME = (
+    "a server's name is 1-40 letters, digits, _ or - (it may prefix its tools' names, "
+    "which models take in that alphabet only)"
+)
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 PROBLEM = "AGENT_MCP_CONFIG {path}: {what}"
 SERVER_PROBLEM = "AGENT_MCP_CONFIG {path}: server {name!r}: {reason}"
 
@@ -171,6 +176,8 @@ def _expand(value: str, variables: Mapping[str, str], secrets: list[str] | None)
 
 def _server(name: str, entry: object, variables: Mapping[str, str]) -> tuple[McpServer, list[str]]:
     """The usable server of one entry and its secrets; ValueError with the reason."""
+    if not _NAME.match(name):
+        raise ValueError(BAD_NAME)
     if not isinstance(entry, dict):
         raise ValueError("expected an object")
     if ("command" in entry) == ("url" in entry):
