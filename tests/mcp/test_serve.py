@@ -100,7 +100,7 @@ async def test_a_question_arrives_as_elicitation_and_the_answer_finishes_the_run
     elicit, asked = answering(types.ElicitResult(action="accept", content={"value": "北京"}))
     progress: list[str | None] = []
 
-    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         progress.append(message)
 
     async with mcp_session(server, elicit=elicit) as session:
@@ -188,7 +188,7 @@ async def test_cancelling_the_call_during_a_slow_tool_cancels_the_run(
     thread_id = "t-mcp-cancel"
     tool_started = asyncio.Event()
 
-    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         if message == "调用工具 get_weather":
             tool_started.set()
 
@@ -312,7 +312,7 @@ async def test_a_call_on_a_thread_busy_with_another_run_is_refused_by_its_rule(
     thread_id = "t-mcp-busy"
     tool_started = asyncio.Event()
 
-    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         tool_started.set()
 
     async with mcp_session(server) as first, mcp_session(server) as second:
@@ -342,7 +342,7 @@ async def test_a_client_that_ends_its_session_mid_call_cancels_the_run(
     thread_id = "t-mcp-left"
     tool_started = asyncio.Event()
 
-    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         tool_started.set()
 
     async with mcp_session(server) as session:

@@ -45,6 +45,7 @@ SERVER_KEY = "mcp_server"
 _Key = tuple[str, str, int]
 _loading: dict[_Key, asyncio.Task[tuple[BaseTool, ...]]] = {}
 _failed: dict[_Key, tuple[float, str]] = {}  # until when a failure is remembered, and why
+_digests: dict[int, tuple[McpServer, str]] = {}
 # Merged tool tuples by the ids of their parts; the parts are kept, so no id is reused.
 _merged: dict[tuple[int, ...], tuple[tuple[object, ...], tuple[BaseTool, ...]]] = {}
 
@@ -60,8 +61,12 @@ def source_of(tool: BaseTool) -> str:
 
 def _key(server: McpServer) -> _Key:
     # The connection is keyed by digest: it holds headers, and the cache no secret copy.
-    digest = hashlib.sha256(json.dumps(server.connection, sort_keys=True).encode()).hexdigest()
-    return (server.name, digest, id(asyncio.get_running_loop()))
+    # Digested once per server (the server is kept beside it, so its id is not reused).
+    known = _digests.get(id(server))
+    if known is None or known[0] is not server:
+        connection = json.dumps(server.connection, sort_keys=True).encode()
+        known = _digests[id(server)] = (server, hashlib.sha256(connection).hexdigest())
+    return (server.name, known[1], id(asyncio.get_running_loop()))
 
 
 def _reason(exc: BaseException) -> str:
@@ -163,6 +168,19 @@ async def server_tools(server: McpServer, settings: McpSettings) -> tuple[BaseTo
     return await asyncio.shield(task)
 
 
+def _listed(server: McpServer) -> tuple[BaseTool, ...] | None:
+    """The server's tools if they are listed already, () while its failure is remembered,
+    None when it must be asked (not started, starting, or its failure has expired)."""
+    key = _key(server)
+    failed = _failed.get(key)
+    if failed is not None:
+        return () if failed[0] > time.monotonic() else None
+    task = _loading.get(key)
+    if task is None or not task.done() or task.cancelled() or task.exception() is not None:
+        return None
+    return task.result()
+
+
 def _settle(
     task: asyncio.Task[tuple[BaseTool, ...]],
     key: _Key,
@@ -188,6 +206,11 @@ async def configured_tools(
     servers = settings.agent_mcp_config.for_agent(graph_id)
     if not servers:
         return []
+    listed = [_listed(server) for server in servers]
+    if all(tools is not None for tools in listed):  # every model turn asks: no task then
+        return [
+            (server.name, tools) for server, tools in zip(servers, listed, strict=True) if tools
+        ]
     found = await asyncio.gather(
         *(server_tools(server, settings) for server in servers), return_exceptions=True
     )
