@@ -5,8 +5,11 @@ both storage backends (each call is an ordinary run record)."""
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -362,3 +365,59 @@ async def test_a_client_that_ends_its_session_mid_call_cancels_the_run(
         assert asyncio.get_running_loop().time() < deadline, runs
         await asyncio.sleep(0.05)  # polling another process's record, not waiting a result
     assert [run["status"] for run in runs] == ["cancelled"]
+
+
+INSPECTOR = Path(__file__).with_name("inspector") / "node_modules" / ".bin" / "mcp-inspector"
+
+
+def inspector(server: ServerProcess, *args: str) -> dict[str, Any]:
+    """One `mcp-inspector --cli` call on the server's /mcp (npm's MCP Inspector); its JSON."""
+    done = subprocess.run(
+        [
+            str(INSPECTOR),
+            "--cli",
+            f"{server.url}/mcp",
+            "--header",
+            f"Authorization: Bearer {API_KEY}",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S * 2,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    found: dict[str, Any] = json.loads(done.stdout)
+    return found
+
+
+def test_the_mcp_inspector_cli_asks_an_agent_and_answers_its_question(
+    server: ServerProcess, api: Api, llm: ScriptedLLM
+) -> None:
+    city_then_weather(llm, tool_call("get_weather", {"location": "北京"}), text("北京今天晴。"))
+
+    listed = inspector(server, "--method", "tools/list")
+    asked = inspector(
+        server, "--method", "tools/call", "--tool-name", "weather", "--tool-arg", "message=查天气"
+    )
+    thread_id = asked["structuredContent"]["thread_id"]
+    done = inspector(
+        server,
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "weather",
+        "--tool-arg",
+        "message=北京",
+        f"thread_id={thread_id}",
+    )
+
+    assert [tool["name"] for tool in listed["tools"]] == ["weather", "tushare"]
+    assert asked["structuredContent"]["status"] == "interrupted"
+    assert CITY_QUESTION in asked["content"][0]["text"]
+    assert done["structuredContent"] == {
+        "status": "done",
+        "thread_id": thread_id,
+        "run_id": done["structuredContent"]["run_id"],
+        "answer": "北京今天晴。",
+    }
+    assert api.http.get(f"/api/threads/{thread_id}").json()["interrupts"] == []
