@@ -101,10 +101,10 @@ async def test_a_question_arrives_as_elicitation_and_the_answer_finishes_the_run
 ) -> None:
     city_then_weather(llm, tool_call("get_weather", {"location": "北京"}), text("北京今天晴。"))
     elicit, asked = answering(types.ElicitResult(action="accept", content={"value": "北京"}))
-    progress: list[str | None] = []
+    reported: list[str | None] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        progress.append(message)
+        reported.append(message)
 
     async with mcp_session(server, elicit=elicit) as session:
         result = await session.call_tool(
@@ -122,7 +122,7 @@ async def test_a_question_arrives_as_elicitation_and_the_answer_finishes_the_run
     thread_id = structured["thread_id"]
     texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
     assert texts == ["北京今天晴。", f"thread_id: {thread_id}"]
-    assert "调用工具 ask_input" in progress and "调用工具 get_weather" in progress
+    assert "调用工具 ask_input" in reported and "调用工具 get_weather" in reported
     # The tool result the model read is the geocoded Beijing's weather.
     thread = api.http.get(f"/api/threads/{thread_id}").json()
     tool_texts = [m["content"] for m in thread["messages"] if m["role"] == "tool"]
