@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+import anyio
 from ag_ui.core import (
     Interrupt,
     ResumeEntry,
@@ -151,6 +152,7 @@ class _Conversation:
         self._graph_id = graph_id
         self._context = context
         self._progress = 0
+        self._reporting = True
 
     @property
     def _can_elicit(self) -> bool:
@@ -215,21 +217,27 @@ class _Conversation:
     async def _report(self, message: str) -> None:
         meta = self._context.meta
         token = meta.progressToken if meta is not None else None
-        if token is None:
+        if token is None or not self._reporting:
             return
         self._progress += 1
-        await self._context.session.send_progress_notification(
-            token,
-            float(self._progress),
-            message=message,
-            related_request_id=self._context.request_id,
-        )
+        try:
+            await self._context.session.send_progress_notification(
+                token,
+                float(self._progress),
+                message=message,
+                related_request_id=self._context.request_id,
+            )
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            # The client is gone: no more reports. Its cancel, or its session's end,
+            # reaches this call as a cancellation.
+            self._reporting = False
 
     async def _elicit(self, thread_id: str, interrupts: Sequence[Interrupt]) -> Run:
         """Ask each question through elicitation and resume the run with the answers; a
         refused answer is asked again with the reason, ELICIT_TRIES times in all."""
         errors: dict[str, str] = {}
-        for attempt in range(ELICIT_TRIES):
+        tries = 0
+        while True:
             entries = []
             for interrupt in interrupts:
                 payload = _payload(interrupt)
@@ -247,10 +255,10 @@ class _Conversation:
             try:
                 return await self._start(thread_id, resume=entries)
             except ServiceError as exc:
-                if exc.code != "invalid_answer" or attempt == ELICIT_TRIES - 1:
+                tries += 1
+                if exc.code != "invalid_answer" or tries == ELICIT_TRIES:
                     raise
                 errors = {interrupt.id: exc.message for interrupt in interrupts}
-        raise AssertionError("unreachable")
 
     def _asked(self, thread_id: str, run_id: str, interrupt: Interrupt) -> types.CallToolResult:
         payload = _payload(interrupt)
