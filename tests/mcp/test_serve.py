@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import subprocess
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -19,6 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.context import RequestContext
 
 from tests.doubles.llm import ScriptedLLM, text, tool_call
+from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.service.conftest import API_KEY, Api, Backend, serving
 from tests.support.processes import ServerProcess
 
@@ -421,3 +423,51 @@ def test_the_mcp_inspector_cli_asks_an_agent_and_answers_its_question(
         "answer": "北京今天晴。",
     }
     assert api.http.get(f"/api/threads/{thread_id}").json()["interrupts"] == []
+
+
+async def test_a_shutdown_mid_call_leaves_the_run_to_the_next_start_not_cancelled(
+    _llm_server: ScriptedLLM,
+    llm: ScriptedLLM,
+    meteo: FakeOpenMeteo,
+    tmp_path: Path,
+    backend: Backend,
+) -> None:
+    meteo.hang_forecast(30)
+    llm.script(tool_call("get_weather", {"location": "上海"}), text("上海多云。"))
+    thread_id = "t-mcp-shutdown"
+    tool_started = asyncio.Event()
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        tool_started.set()
+
+    with serving(llm, meteo, tmp_path, backend, AGENT_SHUTDOWN_GRACE_S="1") as first:
+        async with mcp_session(first) as session:
+            call = asyncio.create_task(
+                session.call_tool(
+                    "weather",
+                    {"message": "上海天气", "thread_id": thread_id},
+                    progress_callback=on_progress,
+                )
+            )
+            await asyncio.wait_for(tool_started.wait(), WAIT_S)
+            first.process.send_signal(signal.SIGTERM)
+            await asyncio.to_thread(first.process.wait, 15)
+            call.cancel()
+    meteo.reset()
+
+    with serving(llm, meteo, tmp_path, backend) as again:
+        api = Api(again)
+        try:
+            deadline = asyncio.get_running_loop().time() + WAIT_S
+            while True:
+                runs = api.http.get(f"/api/threads/{thread_id}/runs").json()
+                if runs and runs[0]["status"] not in ("running", "queued"):
+                    break
+                assert asyncio.get_running_loop().time() < deadline, runs
+                await asyncio.sleep(0.05)  # polling another process's record
+            thread = api.http.get(f"/api/threads/{thread_id}").json()
+        finally:
+            api.close()
+
+    assert [run["status"] for run in runs] == ["success"]
+    assert thread["messages"][-1]["content"] == "上海多云。"

@@ -211,7 +211,10 @@ class _Conversation:
                     await self._report(PROGRESS_RESULT.format(name=name))
             return await run.result()
         except asyncio.CancelledError:
-            run.cancel()  # the client cancelled the call or left: the run stops too
+            # The client cancelled the call or left: the run stops too. At shutdown the
+            # sessions are cut, not abandoned: the run resumes at the next start.
+            if not self._service.closing:
+                run.cancel()
             raise
 
     async def _report(self, message: str) -> None:
