@@ -42,9 +42,10 @@ from app.core.registry import start_mcp_servers
 from app.core.runs.service import open_service
 from app.core.storage.failures import failures
 from app.core.storage.retention import periodic_prune
+from app.http.a2a.mount import mount_a2a
 from app.http.deadlines import BodyDeadline
 from app.http.hosts import HostGuard
-from app.http.mcp.endpoint import mount_mcp
+from app.http.mcp.mount import mount_mcp
 from app.http.observability import add_probes, count_requests, trace_requests
 from app.http.openapi import CONNECTION_REFUSALS, errors, key_docs, mount_docs, operation_id
 from app.http.routes import BODY_RULES, ID_SCHEMA, ChatRequest, api, summary
@@ -80,6 +81,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 open_service(settings, recover=True, telemetry=telemetry) as service,
                 periodic_prune(service.saver, service.store, settings),
                 mcp.running(),
+                a2a.running(),
             ):
                 app.state.service = service
                 # Configured MCP servers start beside the service, never in its way.
@@ -139,6 +141,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(api, responses=responses, dependencies=key.dependencies)
     _document_bodies(app, {"/api/agents/{graph_id}": RunAgentInput, "/api/chat": ChatRequest})
     mcp = mount_mcp(app)  # the agents as MCP tools (app.http.mcp), same key as /api
+    a2a = mount_a2a(app)  # the agents over A2A (app.http.a2a), same key as /api
     mount_docs(app)
     mount_web_ui(app)
     return app

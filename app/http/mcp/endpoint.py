@@ -41,13 +41,18 @@ from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from app.core.errors import NotFound, ServiceError
 from app.core.runs.run import Run, RunResult
 from app.core.runs.service import AgentService, new_run_id
-from app.http.mcp.questions import answer_from_text, elicitation, question_text
+from app.http.questions import (
+    answer_from_text,
+    answer_of,
+    elicitation,
+    payload_of,
+    question_text,
+)
 from app.http.routes import require_key
 
 logger = logging.getLogger(__name__)
@@ -63,6 +68,7 @@ INSTRUCTIONS = (
 PROGRESS_TOOL = "调用工具 {name}"
 PROGRESS_RESULT = "工具 {name} 已返回"
 THREAD_LINE = "thread_id: {thread_id}"
+ANSWER_HOW = "回答方法：再次调用工具 {tool}，thread_id 填 {thread_id}，message 填你的回答{how}。"
 RUN_FAILED = "运行失败（{code}）：{message}"
 # A wrong answer through elicitation is asked again, this many times in all.
 ELICIT_TRIES = 3
@@ -163,7 +169,7 @@ class _Conversation:
         pending = await self._pending(thread_id)
         if pending:  # the message answers the question a result asked (no elicitation)
             first = pending[0]
-            answer = answer_from_text(_payload(first), message)
+            answer = answer_from_text(payload_of(first), message)
             run = await self._start(thread_id, resume=[_resolved(first, answer)])
         else:
             run = await self._start(thread_id, message=message)
@@ -174,7 +180,7 @@ class _Conversation:
                     RUN_FAILED.format(code=result.error.code, message=result.error.message)
                 )
             if not result.interrupts:
-                return _done(thread_id, run.run_id, _answer(result))
+                return _done(thread_id, run.run_id, answer_of(result))
             if not self._can_elicit:
                 return self._asked(thread_id, run.run_id, result.interrupts[0])
             run = await self._elicit(thread_id, result.interrupts)
@@ -243,7 +249,7 @@ class _Conversation:
         while True:
             entries = []
             for interrupt in interrupts:
-                payload = _payload(interrupt)
+                payload = payload_of(interrupt)
                 if interrupt.id in errors:
                     payload = {**payload, "error": errors[interrupt.id]}
                 message, schema = elicitation(payload)
@@ -264,8 +270,9 @@ class _Conversation:
                 errors = {interrupt.id: exc.message for interrupt in interrupts}
 
     def _asked(self, thread_id: str, run_id: str, interrupt: Interrupt) -> types.CallToolResult:
-        payload = _payload(interrupt)
-        text = question_text(payload, tool=self._graph_id, thread_id=thread_id)
+        payload = payload_of(interrupt)
+        how = ANSWER_HOW.format(tool=self._graph_id, thread_id=thread_id, how="{how}")
+        text = question_text(payload, answer_how=how)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],
             structuredContent={
@@ -277,21 +284,8 @@ class _Conversation:
         )
 
 
-def _payload(interrupt: Interrupt) -> dict[str, Any]:
-    payload = (interrupt.metadata or {}).get("payload")
-    return payload if isinstance(payload, dict) else {"type": "input", "message": interrupt.message}
-
-
 def _resolved(interrupt: Interrupt, answer: object) -> ResumeEntry:
     return ResumeEntry(interrupt_id=interrupt.id, status="resolved", payload=answer)
-
-
-def _answer(result: RunResult) -> str:
-    """The text of the run's last assistant message."""
-    for message in reversed(result.messages):
-        if message.role == "assistant" and isinstance(message.content, str) and message.content:
-            return message.content
-    return ""
 
 
 def _done(thread_id: str, run_id: str, answer: str) -> types.CallToolResult:
@@ -313,13 +307,3 @@ def _error(message: str) -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=message)], isError=True
     )
-
-
-def mount_mcp(app: FastAPI) -> McpEndpoint:
-    """Serve the agents at PATH; enter the returned endpoint's `running()` in the lifespan."""
-    endpoint = McpEndpoint(app)
-    # A Route (not a Mount): `/mcp` itself is the endpoint, and this app redirects no slashes.
-    app.router.routes.append(
-        Route(PATH, endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
-    )
-    return endpoint

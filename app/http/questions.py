@@ -1,4 +1,5 @@
-"""An agent's question as MCP sees it: an `elicitation/create` form, or text to answer.
+"""An agent's question as the MCP and A2A endpoints ask it: an MCP `elicitation/create`
+form, or text to answer (MCP without elicitation, A2A's `input-required`).
 
 A question is an interrupt payload (`tools.interrupts`: input, select, multi_select,
 confirm). Elicitation asks for it as a one-field form (`value`), whose accepted content
@@ -12,6 +13,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Any
+
+from ag_ui.core import Interrupt
+
+from app.core.runs.run import RunResult
 
 ANSWER_HOW = "回答方法：再次调用工具 {tool}，thread_id 填 {thread_id}，message 填你的回答{how}。"
 HOW_SELECT = "（选项的值、名称或序号）"
@@ -55,8 +60,9 @@ def elicitation(payload: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     return message, schema
 
 
-def question_text(payload: Mapping[str, Any], *, tool: str, thread_id: str) -> str:
-    """The question for a client that cannot elicit: what is asked, the choices, how to answer."""
+def question_text(payload: Mapping[str, Any], *, answer_how: str) -> str:
+    """The question as text: what is asked, the choices, and `answer_how` (a line saying
+    how to answer in the protocol at hand, its `{how}` the kind of answer expected)."""
     kind = payload.get("type")
     lines = [str(payload.get("message", ""))]
     if payload.get("error"):
@@ -74,7 +80,7 @@ def question_text(payload: Mapping[str, Any], *, tool: str, thread_id: str) -> s
         how = HOW_CONFIRM
     elif payload.get("placeholder"):
         lines.append(PLACEHOLDER.format(placeholder=payload["placeholder"]))
-    lines.append(ANSWER_HOW.format(tool=tool, thread_id=thread_id, how=how))
+    lines.append(answer_how.format(how=how))
     return "\n".join(lines)
 
 
@@ -107,3 +113,17 @@ def answer_from_text(payload: Mapping[str, Any], text: str) -> object:
     else:
         value = text
     return {"value": value}
+
+
+def payload_of(interrupt: Interrupt) -> dict[str, Any]:
+    """The interrupt payload (`tools.interrupts`) an AG-UI interrupt carries."""
+    payload = (interrupt.metadata or {}).get("payload")
+    return payload if isinstance(payload, dict) else {"type": "input", "message": interrupt.message}
+
+
+def answer_of(result: RunResult) -> str:
+    """The text of a run's last assistant message."""
+    for message in reversed(result.messages):
+        if message.role == "assistant" and isinstance(message.content, str) and message.content:
+            return message.content
+    return ""
