@@ -4,6 +4,7 @@ the next message on the task answers it, and the run is an ordinary record."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,9 +12,10 @@ import httpx
 import pytest
 from a2a.client import ClientConfig, create_client
 from a2a.helpers.proto_helpers import get_message_text, new_text_message
-from a2a.types import GetTaskRequest, Role, SendMessageRequest, TaskState
+from a2a.types import CancelTaskRequest, GetTaskRequest, Role, SendMessageRequest, TaskState
 
 from tests.doubles.llm import ScriptedLLM, text, tool_call
+from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.service.conftest import API_KEY, Api, Backend, serving
 from tests.support.processes import ServerProcess
 
@@ -29,7 +31,9 @@ def server(
     tmp_path_factory: pytest.TempPathFactory,
     backend: Backend,
 ) -> Iterator[ServerProcess]:
-    with serving(_llm_server, _meteo_server, tmp_path_factory.mktemp("a2a"), backend) as proc:
+    data_dir = tmp_path_factory.mktemp("a2a")
+    # The double's slow city stays unanswered for longer than the test waits.
+    with serving(_llm_server, _meteo_server, data_dir, backend, OPEN_METEO_TIMEOUT="60") as proc:
         yield proc
 
 
@@ -146,3 +150,41 @@ async def test_a_streamed_message_ends_completed_with_the_answer(
     assert TaskState.TASK_STATE_WORKING in states
     last = responses[-1].status_update.status.message
     assert get_message_text(last) == "你好，我是天气助手。"
+
+
+async def test_cancelling_a_task_during_a_slow_tool_cancels_its_run(
+    server: ServerProcess, api: Api, llm: ScriptedLLM, meteo: FakeOpenMeteo
+) -> None:
+    llm.script(tool_call("get_weather", {"location": "超时城市"}), text("不会走到这里。"))
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    async with httpx.AsyncClient(headers=headers, timeout=60) as http:
+        client = await create_client(
+            server.url, client_config=ClientConfig(streaming=True, httpx_client=http)
+        )
+        request = SendMessageRequest(message=new_text_message("超时城市天气", role=Role.ROLE_USER))
+        stream = client.send_message(request)
+        task = None
+        async for response in stream:
+            if response.HasField("status_update") and (
+                response.status_update.status.state == TaskState.TASK_STATE_WORKING
+            ):
+                task = response.status_update
+                break
+        assert task is not None
+        thread_id = task.context_id
+        deadline = asyncio.get_running_loop().time() + 30
+        while not meteo.geocoding_requests:  # the tool has asked and waits for its answer
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.05)  # polling another process's request, not a result
+        cancelled = await client.cancel_task(CancelTaskRequest(id=task.task_id))
+        await stream.aclose()
+
+    assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
+    deadline = asyncio.get_running_loop().time() + 30
+    while True:
+        runs = api.http.get(f"/api/threads/{thread_id}/runs").json()
+        if runs and runs[0]["status"] != "running":
+            break
+        assert asyncio.get_running_loop().time() < deadline, runs
+        await asyncio.sleep(0.05)  # polling another process's record
+    assert [run["status"] for run in runs] == ["cancelled"]

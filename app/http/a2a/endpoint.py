@@ -13,6 +13,7 @@ label or number, yes/no for a confirmation). The bearer key is checked as for /a
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -82,7 +83,14 @@ class AgentsExecutor(AgentExecutor):
                 stream_tokens=False,
             )
             await updater.start_work()
-            result = await run.result()
+            try:
+                result = await run.result()
+            except asyncio.CancelledError:
+                # The task was cancelled (`CancelTask`) or its client left: the run stops
+                # too, but not at shutdown, when it resumes at the next start.
+                if not service.closing:
+                    run.cancel()
+                raise
         except ServiceError as exc:
             await updater.failed(_reply(exc.message, task_id, thread_id))
             return
