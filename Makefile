@@ -18,7 +18,7 @@ WEB_DEPS := $(WEB)/node_modules/.package-lock.json
 export LANGGRAPH_CLI_NO_ANALYTICS := 1
 export LANGGRAPH_NO_VERSION_CHECK := 1
 
-.PHONY: install dev run studio test test-fast lint bench browser promtool deploy-tools postgres compiler web web-test clean
+.PHONY: install dev run studio test test-fast lint bench browser promtool deploy-tools postgres compiler web web-test mcp-inspector clean
 
 # `make install`/`make run` take what the service needs; the test, lint and bench tools
 # (playwright, langgraph-cli, mypy, ...) come with `make dev`, which the others depend on.
@@ -75,6 +75,15 @@ $(WEB_OUT)/index.html: $(WEB_SRC) $(WEB_DEPS)
 web-test: $(if $(wildcard $(WEB)/package.json),$(WEB_DEPS))
 	cd $(WEB) && npm test --silent
 
+# npm's MCP Inspector CLI, a real MCP client the tests of /mcp call (tests/mcp/test_serve.py).
+INSPECTOR := tests/mcp/inspector
+INSPECTOR_DEPS := $(INSPECTOR)/node_modules/.package-lock.json
+mcp-inspector: $(INSPECTOR_DEPS)
+
+$(INSPECTOR_DEPS): $(INSPECTOR)/package.json $(INSPECTOR)/package-lock.json
+	cd $(INSPECTOR) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
 # Debian's Chromium drives the browser tests (Playwright never downloads a browser here);
 # a CJK font makes the screenshots readable.
 browser:
@@ -125,7 +134,7 @@ studio: dev
 TEST_WORKERS ?= 4
 TEST_DIST ?= loadfile
 
-test: dev browser promtool deploy-tools postgres web-test
+test: dev browser promtool deploy-tools postgres web-test mcp-inspector
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist $(TEST_DIST) $(PYTEST_ARGS)
 
@@ -146,4 +155,4 @@ bench: dev
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(WEB_OUT) $(WEB)/node_modules .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(WEB_OUT) $(WEB)/node_modules $(INSPECTOR)/node_modules .pytest_cache .mypy_cache .ruff_cache

@@ -1,5 +1,5 @@
-"""The `react-agent` command: `serve` runs the HTTP server, `chat`/`graphs` the terminal,
-`prune` the checkpoint retention, `users` the users and their keys."""
+"""The `react-agent` command: `serve` runs the HTTP server, `chat`/`graphs`/`tools` the
+terminal, `prune` the checkpoint retention, `users` the users and their keys."""
 
 from __future__ import annotations
 
@@ -85,6 +85,11 @@ def _parser() -> argparse.ArgumentParser:
     graphs = commands.add_parser("graphs", help="list the agents")
     graphs.add_argument("--server", metavar="URL", help="list the agents of a running server")
     _token_argument(graphs)
+    commands.add_parser(
+        "tools",
+        help="list every agent's tools, where each comes from (built-in, an MCP server) and "
+        "its risk",
+    )
     prune = commands.add_parser(
         "prune",
         help="remove old checkpoints and idle threads",
@@ -388,6 +393,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return commands.chat(args)
         if args.command == "graphs":
             return commands.graphs(args)
+        if args.command == "tools":
+            return commands.tools(args)
     except KeyboardInterrupt:
         return EXIT_STOPPED
     return 2

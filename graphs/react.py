@@ -30,6 +30,7 @@ from graphs.tools_node import ToolTask, current_run, plan_tool_tasks, run_tool_t
 from graphs.transcript import hand_over
 from prompts import load_prompts, render_prompt
 from tools.errors import ToolsetUnavailable
+from tools.mcp.servers import configured_tools, merge_tools
 from tools.secrets import redactor_for
 
 ToolsProvider = Callable[[], Awaitable[Sequence[BaseTool]]]
@@ -61,7 +62,7 @@ def build_react_graph(
 
     `settings` configure the model and the guards for every run of the graph.
     """
-    load_tools = tools if callable(tools) else _static(tools)
+    load_tools = tools if callable(tools) else static_tools(tools)
     load_prompts(tuple(prompts))  # file reads belong to start-up, not to a run
     models = _ModelCache()
     budget = ContextBudget(settings)
@@ -119,7 +120,19 @@ def build_react_graph(
     return builder
 
 
-def _static(tools: Sequence[BaseTool]) -> ToolsProvider:
+def with_mcp_servers(graph_id: str, settings: GraphSettings, own: ToolsProvider) -> ToolsProvider:
+    """`own` plus the tools of the MCP servers AGENT_MCP_CONFIG gives `graph_id`
+    (`tools.mcp.servers`): a server that is down leaves its tools out, not the agent."""
+    if not settings.agent_mcp_config.for_agent(graph_id):
+        return own
+
+    async def provide() -> Sequence[BaseTool]:
+        return merge_tools(await own(), await configured_tools(graph_id, settings))
+
+    return provide
+
+
+def static_tools(tools: Sequence[BaseTool]) -> ToolsProvider:
     fixed = tuple(tools)
 
     async def provide() -> Sequence[BaseTool]:

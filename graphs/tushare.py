@@ -13,7 +13,7 @@ from langchain_core.tools import BaseTool
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
-from graphs.react import ToolsProvider, build_react_graph
+from graphs.react import ToolsProvider, build_react_graph, with_mcp_servers
 from graphs.settings import GraphSettings
 from tools.ask import ASK_TOOLS
 from tools.mcp.toolset import get_tushare_toolset
@@ -32,6 +32,11 @@ def tushare_tools(settings: GraphSettings) -> ToolsProvider:
     return provide
 
 
+def agent_tools(settings: GraphSettings) -> ToolsProvider:
+    """`tushare_tools` and the configured MCP servers' tools for `tushare`."""
+    return with_mcp_servers("tushare", settings, tushare_tools(settings))
+
+
 def make_graph(
     checkpointer: Checkpointer = None, settings: GraphSettings | None = None
 ) -> CompiledStateGraph:
@@ -42,7 +47,7 @@ def make_graph(
     settings = settings or GraphSettings()
     builder = build_react_graph(
         prompts=("tushare", "ask"),
-        tools=tushare_tools(settings),
+        tools=agent_tools(settings),
         settings=settings,
     )
     return builder.compile(checkpointer=checkpointer, name="tushare")

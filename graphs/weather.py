@@ -5,12 +5,18 @@ from __future__ import annotations
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
-from graphs.react import build_react_graph
+from graphs.react import ToolsProvider, build_react_graph, static_tools, with_mcp_servers
 from graphs.settings import GraphSettings
 from tools.ask import ASK_TOOLS
 from tools.weather import weather_tool
 
 DESCRIPTION = "天气助手：按城市查询实时天气和未来三天预报（Open-Meteo）"
+
+
+def agent_tools(settings: GraphSettings) -> ToolsProvider:
+    """get_weather, the ask tools, and the configured MCP servers' tools for `weather`."""
+    own = static_tools([weather_tool(settings), *ASK_TOOLS])
+    return with_mcp_servers("weather", settings, own)
 
 
 def make_graph(
@@ -23,7 +29,7 @@ def make_graph(
     settings = settings or GraphSettings()
     builder = build_react_graph(
         prompts=("weather", "ask"),
-        tools=[weather_tool(settings), *ASK_TOOLS],
+        tools=agent_tools(settings),
         settings=settings,
     )
     return builder.compile(checkpointer=checkpointer, name="weather")

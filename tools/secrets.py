@@ -50,7 +50,7 @@ MIN_WHOLE = 4
 
 def secrets_of(settings: BaseModel) -> list[str]:
     """The values of every `SecretStr` field of `settings` that is set, nested models'
-    included (a database URL's password)."""
+    (a database URL's password) and tuples of them (an MCP config's) included."""
     found: list[str] = []
     for name in type(settings).model_fields:
         value = getattr(settings, name, None)
@@ -58,6 +58,12 @@ def secrets_of(settings: BaseModel) -> list[str]:
             found.append(value.get_secret_value())
         elif isinstance(value, BaseModel):
             found.extend(secrets_of(value))
+        elif isinstance(value, tuple):  # a list of secrets (an MCP config's)
+            found.extend(
+                item.get_secret_value()
+                for item in value
+                if isinstance(item, SecretStr) and item.get_secret_value().strip()
+            )
     return found
 
 

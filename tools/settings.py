@@ -1,4 +1,4 @@
-"""The tools' configuration: Open-Meteo, Tushare MCP and the reports directory.
+"""The tools' configuration: Open-Meteo, Tushare MCP, configured MCP servers, reports.
 
 Each tool takes its settings as a parameter; nothing here is read at import. The
 graphs extend `ToolSettings` with their own fields, and the service extends those.
@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from tools.mcp.config import McpConfig, load_mcp_config
 
 PROJECT_ENV_FILE = Path(__file__).resolve().parents[1] / ".env"
 
@@ -60,5 +63,23 @@ class ReportSettings(EnvSettings):
     agent_reports_dir: Path = Path("data/reports")
 
 
-class ToolSettings(OpenMeteoSettings, TushareSettings, ReportSettings):
+class McpSettings(EnvSettings):
+    """The MCP servers AGENT_MCP_CONFIG declares (`tools.mcp.config`), read once with the
+    settings: a problem in the file is kept as a line to log, never raised."""
+
+    agent_mcp_config: Annotated[McpConfig, NoDecode] = Field(
+        default_factory=McpConfig, description="a JSON file of MCP servers (README: MCP servers)"
+    )
+    # After a server failed to start, its tools are left out for this long, then retried.
+    agent_mcp_retry_after_s: float = Field(30.0, ge=0, validation_alias="AGENT_MCP_RETRY_AFTER")
+
+    @field_validator("agent_mcp_config", mode="before")
+    @classmethod
+    def _read_file(cls, value: object) -> object:
+        if isinstance(value, str | Path):
+            return load_mcp_config(value) if str(value).strip() else McpConfig()
+        return value
+
+
+class ToolSettings(OpenMeteoSettings, TushareSettings, McpSettings, ReportSettings):
     """Every tool's settings in one object (what a graph passes down)."""

@@ -1,4 +1,4 @@
-"""The `chat` and `graphs` commands: the terminal side of the CLI.
+"""The `chat`, `graphs` and `tools` commands: the terminal side of the CLI.
 
 Kept apart from `app.main` so that `react-agent serve` never imports the terminal stack.
 """
@@ -188,3 +188,14 @@ def graphs(args: argparse.Namespace) -> int:
     for info in infos:
         console.print(f"{info.id:<{width}}  {info.description}", markup=False)
     return 0
+
+
+def tools(args: argparse.Namespace) -> int:
+    """`react-agent tools`: every agent's tools, their source and risk (app.cli.tool_list)."""
+    settings = _settings()
+    if settings is None:
+        return EXIT_ERROR
+    _log_to(None, settings)  # a server that fails is said by the listing itself
+    from app.cli import tool_list
+
+    return tool_list.run(settings)

@@ -6,8 +6,10 @@ passes its own settings, so every graph and tool runs as the service was configu
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -15,6 +17,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
 from app.settings import Settings
+from tools.mcp.servers import configured_tools
 
 logger = logging.getLogger(__name__)
 
@@ -76,3 +79,28 @@ def compile_graphs(
     return {
         graph_id: module.make_graph(checkpointer, settings) for graph_id, module in modules.items()
     }
+
+
+MCP_UNKNOWN_AGENT = (
+    "AGENT_MCP_CONFIG {path}: server {name!r}: unknown agent {agent!r} (agents: {known})"
+)
+
+
+async def start_mcp_servers(settings: Settings, graph_ids: Sequence[str]) -> None:
+    """Say at start-up what is wrong in AGENT_MCP_CONFIG, one line each, and start the
+    servers it gives the agents, so one that fails is said now (by `tools.mcp.servers`)
+    rather than at the first request. Nothing here stops the service."""
+    config = settings.agent_mcp_config
+    for problem in config.problems:
+        logger.warning("%s", problem)
+    known = ", ".join(graph_ids)
+    for server in config.servers:
+        for agent in server.agents:
+            if agent not in graph_ids:
+                line = MCP_UNKNOWN_AGENT.format(
+                    path=config.path, name=server.name, agent=agent, known=known
+                )
+                logger.warning("%s", line)
+    await asyncio.gather(
+        *(configured_tools(graph_id, settings) for graph_id in graph_ids), return_exceptions=True
+    )

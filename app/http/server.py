@@ -20,6 +20,7 @@ once, with the probes and the request counting of `app.http.observability`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -38,12 +39,15 @@ from starlette.routing import compile_path
 
 from app.core.errors import ErrorCode, Invalid, ServiceError, storage_unavailable
 from app.core.observability.telemetry import Telemetry
+from app.core.registry import start_mcp_servers
 from app.core.runs.service import open_service
 from app.core.storage.failures import failures
 from app.core.storage.retention import periodic_prune
 from app.core.users.access import Access
+from app.http.a2a.mount import mount_a2a
 from app.http.deadlines import BodyDeadline
 from app.http.hosts import HostGuard
+from app.http.mcp.mount import mount_mcp
 from app.http.observability import add_probes, count_requests, trace_requests
 from app.http.openapi import CONNECTION_REFUSALS, errors, key_docs, mount_docs, operation_id
 from app.http.routes import BODY_RULES, ID_SCHEMA, ChatRequest, api, summary
@@ -79,10 +83,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 open_service(settings, recover=True, telemetry=telemetry) as service,
                 periodic_prune(service.saver, service.store, settings),
                 httpx.AsyncClient() as http,  # the identity provider's keys (JWKS)
+                mcp.running(),
+                a2a.running(),
             ):
                 app.state.service = service
                 app.state.access = Access(settings, service.store, http)
-                yield
+                # Configured MCP servers start beside the service, never in its way.
+                servers = asyncio.create_task(start_mcp_servers(settings, list(service.graphs)))
+                try:
+                    yield
+                finally:
+                    servers.cancel()
         finally:
             telemetry.close()
 
@@ -135,6 +146,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     responses = {**CONNECTION_REFUSALS, **errors(503), **key.responses}
     app.include_router(api, responses=responses, dependencies=key.dependencies)
     _document_bodies(app, {"/api/agents/{graph_id}": RunAgentInput, "/api/chat": ChatRequest})
+    mcp = mount_mcp(app)  # the agents as MCP tools (app.http.mcp), same key as /api
+    a2a = mount_a2a(app)  # the agents over A2A (app.http.a2a), same key as /api
     mount_docs(app)
     mount_web_ui(app)
     return app

@@ -157,9 +157,10 @@ def test_graphs_lists_the_agents(cli_env: dict[str, str]) -> None:
 @pytest.mark.parametrize(
     ("args", "shown"),
     [
-        ((), r"\{serve,chat,graphs,prune,users\}"),
+        ((), r"\{serve,chat,graphs,tools,prune,users\}"),
         (("chat",), r"--thread ID.*--server URL.*-m TEXT"),
         (("graphs",), r"--server URL"),
+        (("tools",), r"usage: react-agent tools"),
         (("prune",), r"--keep N.*--idle-days D.*--dry-run"),
     ],
 )

@@ -33,6 +33,8 @@ PROJECT_VARS = (
     "OPENAI_MAX_TOKENS",
     "AGENT_HISTORY_SUMMARY",
     "AGENT_THREAD_TITLES",
+    "AGENT_MCP_CONFIG",
+    "AGENT_MCP_RETRY_AFTER",
 )
 # Titles off: the doubles are scripted reply by reply and count requests, and a title
 # call after each first exchange would take a turn meant for the next run at a moment of

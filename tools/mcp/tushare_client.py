@@ -417,7 +417,8 @@ class TushareMcp:
             description=tool.description or DEFAULT_DESCRIPTION.format(name=name),
             args_schema=tool.inputSchema,
             coroutine=call,
-            metadata={"mcp_server": self.display_url},
+            # `source`: what `react-agent tools` shows (tools.mcp.servers.source_of).
+            metadata={"mcp_server": self.display_url, "source": "mcp:tushare (built-in)"},
             handle_tool_error=True,  # the message becomes the result, with status "error"
             response_format="content_and_artifact",
         )
