@@ -23,6 +23,7 @@ from tests.doubles.llm import ScriptedLLM, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.service.conftest import API_KEY, Api, Backend, serving
 from tests.support.processes import ServerProcess
+from tests.support.user_keys import add_user
 
 pytestmark = pytest.mark.processes
 
@@ -32,13 +33,14 @@ WAIT_S = 30.0
 
 
 @pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("mcp-serve")
+
+
+@pytest.fixture(scope="module")
 def server(
-    _llm_server: ScriptedLLM,
-    _meteo_server: Any,
-    tmp_path_factory: pytest.TempPathFactory,
-    backend: Backend,
+    _llm_server: ScriptedLLM, _meteo_server: Any, data_dir: Path, backend: Backend
 ) -> Iterator[ServerProcess]:
-    data_dir = tmp_path_factory.mktemp("mcp-serve")
     # The double's slow city stays unanswered for longer than the test waits.
     with serving(_llm_server, _meteo_server, data_dir, backend, OPEN_METEO_TIMEOUT="60") as proc:
         yield proc
@@ -56,10 +58,11 @@ Elicit = Any  # the session's elicitation callback
 
 @asynccontextmanager
 async def mcp_session(
-    server: ServerProcess, *, elicit: Elicit | None = None
+    server: ServerProcess, *, elicit: Elicit | None = None, key: str = API_KEY
 ) -> AsyncIterator[ClientSession]:
-    """An initialized MCP client session on the server's /mcp, with the bearer key."""
-    headers = {"Authorization": f"Bearer {API_KEY}"}
+    """An initialized MCP client session on the server's /mcp, with a bearer key (the
+    admin's unless `key`)."""
+    headers = {"Authorization": f"Bearer {key}"}
     async with (
         httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(WAIT_S)) as http,
         streamable_http_client(f"{server.url}/mcp", http_client=http) as (read, write, _),
@@ -471,3 +474,28 @@ async def test_a_shutdown_mid_call_leaves_the_run_to_the_next_start_not_cancelle
 
     assert [run["status"] for run in runs] == ["success"]
     assert thread["messages"][-1]["content"] == "上海多云。"
+
+
+async def test_another_users_thread_is_unknown_over_mcp_and_a_users_runs_are_their_own(
+    server: ServerProcess, llm: ScriptedLLM, backend: Backend, data_dir: Path, api: Api
+) -> None:
+    agent_db = backend.agent_db(data_dir)
+    alice, bob = add_user(agent_db, "mcp-alice"), add_user(agent_db, "mcp-bob")
+    city_then_weather(llm)
+    async with mcp_session(server, key=alice) as session:  # no elicitation: asked back
+        asked = await session.call_tool("weather", {"message": "查天气"})
+    thread_id = (asked.structuredContent or {})["thread_id"]
+    requests = len(llm.requests)
+
+    async with mcp_session(server, key=bob) as session:
+        taken = await session.call_tool("weather", {"message": "北京", "thread_id": thread_id})
+
+    assert taken.isError
+    [block] = taken.content
+    assert isinstance(block, types.TextContent)
+    assert block.text == f"thread {thread_id} not found"  # as a thread there is not
+    assert len(llm.requests) == requests  # Bob's call reached no model
+    owners = {t["threadId"]: t["owner"] for t in api.http.get("/api/threads").json()}
+    assert owners[thread_id] == "mcp-alice"
+    pending = api.http.get(f"/api/threads/{thread_id}").json()["interrupts"]
+    assert len(pending) == 1  # Alice's question still waits for Alice

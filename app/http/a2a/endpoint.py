@@ -24,7 +24,7 @@ from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.server.routes.common import ServerCallContextBuilder
+from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Role, TaskState
 from ag_ui.core import ResumeEntry, UserMessage
@@ -143,12 +143,17 @@ class _SignedIn(User):
         return self.caller.user_id
 
 
-class _CallerContext(ServerCallContextBuilder):
-    """A call's context: its caller only (never the request's headers, which hold the
-    credential)."""
+class _CallerContext(DefaultServerCallContextBuilder):
+    """A call's context as the SDK builds it (the protocol version is read from the
+    headers it keeps), with the caller as its user and without the credential."""
 
     def build(self, request: Request) -> ServerCallContext:
-        return ServerCallContext(user=_SignedIn(request.state.caller))
+        context = super().build(request)
+        headers = context.state.get("headers")
+        if isinstance(headers, dict):
+            headers.pop("authorization", None)
+        context.user = _SignedIn(request.state.caller)
+        return context
 
 
 def _caller_of(context: RequestContext) -> Caller:
