@@ -57,6 +57,7 @@ ErrorCode = Literal[
     "nothing_pending",
     "unknown_interrupt",
     "run_expired",
+    "thread_exists",
     # too many runs already waiting (429)
     "queue_full",
     # the request itself is wrong (422)
@@ -73,6 +74,7 @@ ErrorCode = Literal[
     "invalid_answer",
     "duplicate_answer",
     "invalid_request",
+    "unsupported",
     # the framework's own refusals besides 404 and 405 (a static file it may not read: 401)
     "http_400",
     "http_401",

@@ -42,6 +42,7 @@ from app.core.storage.failures import failures
 from app.core.storage.retention import periodic_prune
 from app.http.deadlines import BodyDeadline
 from app.http.hosts import HostGuard
+from app.http.langgraph import langgraph_api
 from app.http.observability import add_probes, count_requests, trace_requests
 from app.http.openapi import CONNECTION_REFUSALS, errors, key_docs, mount_docs, operation_id
 from app.http.routes import BODY_RULES, ID_SCHEMA, ChatRequest, api, summary
@@ -128,6 +129,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # graph list reads the database: 503 when it does not answer.
     responses = {**CONNECTION_REFUSALS, **errors(503), **key.responses}
     app.include_router(api, responses=responses, dependencies=key.dependencies)
+    # LangGraph's own API at the root, for langgraph-sdk and Studio (`app.http.langgraph`).
+    app.include_router(langgraph_api(), responses=responses, dependencies=key.dependencies)
     _document_bodies(app, {"/api/agents/{graph_id}": RunAgentInput, "/api/chat": ChatRequest})
     mount_docs(app)
     mount_web_ui(app)

@@ -1,0 +1,221 @@
+"""Threads, their state and history, as LangGraph's API shows them, read from the same
+checkpoints and run records as `/api/threads`.
+
+A thread exists once it has a checkpoint or a run. `POST /threads` answers a new thread
+without writing anything (its first run records it), so the metadata given there is not
+kept; a thread's metadata is its `graph_id`, `assistant_id` and `title`, and `PATCH`
+renames it through `metadata.title`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Annotated, Any, Literal
+
+from fastapi import Query, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.core.errors import Conflict, Invalid, NotFound
+from app.core.runs.service import AgentService
+from app.core.runs.threads import ThreadState
+from app.http.langgraph.common import Agents, ThreadId, answer, body_of, graph_of, router
+from app.http.langgraph.encoding import (
+    interrupts_of,
+    state_resource,
+    summary_resource,
+    thread_resource,
+    thread_status,
+)
+from app.http.routes import MAX_THREADS
+
+api = router()
+# The agents have no subgraphs: their states are the same either way.
+Subgraphs = Annotated[bool, Query(description="include subgraphs' states (the agents have none)")]
+THREAD_EXISTS = "thread {thread_id} exists already (if_exists: \"do_nothing\" returns it)"
+NO_METADATA = (
+    "this server keeps no thread metadata but its title: send {{\"metadata\": {{\"title\": ...}}}}"
+)
+
+
+class ThreadCreate(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    thread_id: str | None = None
+    metadata: dict[str, Any] | None = None
+    if_exists: Literal["raise", "do_nothing"] = "raise"
+
+
+class ThreadSearch(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    metadata: dict[str, Any] | None = None
+    status: Literal["idle", "busy", "interrupted", "error"] | None = None
+    ids: list[str] | None = None
+    limit: int = Field(10, ge=1, le=MAX_THREADS)
+    offset: int = Field(0, ge=0)
+
+
+class ThreadPatch(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class HistoryQuery(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    limit: int = Field(10, ge=1, le=1000)
+    before: dict[str, Any] | str | None = None
+    metadata: dict[str, Any] | None = None
+    checkpoint: dict[str, Any] | None = None
+
+
+async def _state_or_none(agents: AgentService, thread_id: str) -> ThreadState | None:
+    try:
+        return await agents.state(thread_id)
+    except NotFound:
+        return None
+
+
+async def read_thread(agents: AgentService, thread_id: str) -> dict[str, Any]:
+    """The thread as langgraph-sdk's `Thread`, its values the whole history; NotFound."""
+    state = await _state_or_none(agents, thread_id)
+    records = await agents.runs(thread_id)
+    if state is None and not records:
+        raise NotFound("unknown_thread", f"thread {thread_id} not found")
+    times = [r.created_at for r in records] + [r.finished_at or 0.0 for r in records]
+    now = time.time()
+    values = state_resource(state.snapshot, state.messages)["values"] if state else None
+    return thread_resource(
+        thread_id,
+        graph_id=state.graph_id if state else records[0].graph,
+        created_at=min((r.created_at for r in records), default=now),
+        updated_at=max(times, default=now),
+        status=thread_status(records),
+        values=values,
+        interrupts=interrupts_of(state.snapshot) if state else {},
+    )
+
+
+@api.post("/threads")
+async def create_thread(request: Request, agents: Agents) -> Response:
+    """A new thread (`thread_id` optional); an existing id is 409 `thread_exists` unless
+    `if_exists` is `do_nothing`."""
+    body = await body_of(request, agents, ThreadCreate)
+    thread_id = body.thread_id or str(uuid.uuid4())
+    try:
+        existing = await read_thread(agents, thread_id)
+    except NotFound:
+        existing = None
+    if existing is not None:
+        if body.if_exists == "do_nothing":
+            return answer(agents, existing)
+        raise Conflict("thread_exists", THREAD_EXISTS.format(thread_id=thread_id))
+    now = time.time()
+    graph_id = (body.metadata or {}).get("graph_id")
+    known = graph_id if isinstance(graph_id, str) and graph_id in agents.graphs else None
+    fresh = thread_resource(
+        thread_id,
+        graph_id=known,
+        created_at=now,
+        updated_at=now,
+        status="idle",
+        metadata=body.metadata,
+    )
+    return answer(agents, fresh)
+
+
+async def _search(agents: AgentService, search: ThreadSearch) -> list[dict[str, Any]]:
+    wanted = dict(search.metadata or {})
+    graph_id = wanted.pop("graph_id", None)
+    if "assistant_id" in wanted:
+        graph_id = graph_of(agents, str(wanted.pop("assistant_id")))
+    summaries = await agents.threads(graph_id, MAX_THREADS)
+    found = [summary_resource(summary) for summary in summaries]
+    if search.ids is not None:
+        found = [t for t in found if t["thread_id"] in search.ids]
+    if search.status is not None:
+        found = [t for t in found if t["status"] == search.status]
+    for key, value in wanted.items():
+        found = [t for t in found if t["metadata"].get(key) == value]
+    return found
+
+
+@api.post("/threads/search")
+async def search_threads(request: Request, agents: Agents) -> Response:
+    """Threads with runs, newest activity first, by `metadata` (`graph_id`,
+    `assistant_id`, `title`), `status` and `ids`; a page of `limit` from `offset`."""
+    search = await body_of(request, agents, ThreadSearch)
+    found = await _search(agents, search)
+    page = found[search.offset : search.offset + search.limit]
+    return answer(agents, page, headers={"X-Pagination-Total": str(len(found))})
+
+
+@api.post("/threads/count")
+async def count_threads(request: Request, agents: Agents) -> Response:
+    """How many threads match (the body as for search)."""
+    return answer(agents, len(await _search(agents, await body_of(request, agents, ThreadSearch))))
+
+
+@api.get("/threads/{thread_id}")
+async def show_thread(
+    thread_id: ThreadId,
+    agents: Agents,
+    include: Annotated[str | None, Query(description="taken, not used: fields to add")] = None,
+) -> Response:
+    """The thread: status, pending interrupts, its values with the whole history."""
+    return answer(agents, await read_thread(agents, thread_id))
+
+
+@api.patch("/threads/{thread_id}")
+async def patch_thread(thread_id: ThreadId, request: Request, agents: Agents) -> Response:
+    """Rename the thread (`metadata.title`); other metadata is refused (422)."""
+    body = await body_of(request, agents, ThreadPatch)
+    title = body.metadata.get("title")
+    if not isinstance(title, str) or set(body.metadata) != {"title"}:
+        raise Invalid("unsupported", NO_METADATA)
+    await agents.rename_thread(thread_id, title)
+    return answer(agents, await read_thread(agents, thread_id))
+
+
+@api.delete("/threads/{thread_id}", status_code=204)
+async def delete_thread(thread_id: ThreadId, agents: Agents) -> Response:
+    """Forget the thread, as `DELETE /api/threads/{thread_id}` does."""
+    await agents.forget_thread(thread_id)
+    return Response(status_code=204)
+
+
+@api.get("/threads/{thread_id}/state")
+async def get_state(thread_id: ThreadId, agents: Agents, subgraphs: Subgraphs = False) -> Response:
+    """The thread's latest state; its `messages` are the whole history, as
+    `GET /api/threads/{thread_id}` shows it (older ones from the transcript)."""
+    state = await agents.state(thread_id)
+    return answer(agents, state_resource(state.snapshot, state.messages))
+
+
+@api.get("/threads/{thread_id}/state/{checkpoint_id}")
+async def get_state_at(
+    thread_id: ThreadId, checkpoint_id: str, agents: Agents, subgraphs: Subgraphs = False
+) -> Response:
+    """The thread's state at one checkpoint (its working state: what the graph held)."""
+    state = await agents.state(thread_id, checkpoint_id)
+    return answer(agents, state_resource(state.snapshot))
+
+
+@api.post("/threads/{thread_id}/history")
+async def get_history(thread_id: ThreadId, request: Request, agents: Agents) -> Response:
+    """The thread's checkpoints as states, newest first: `limit`, `before` a checkpoint."""
+    query = await body_of(request, agents, HistoryQuery)
+    before = query.before
+    if isinstance(before, dict):
+        before = before.get("checkpoint_id") or before.get("configurable", {}).get("checkpoint_id")
+    snapshots = await agents.history(thread_id, limit=query.limit, before=before)
+    wanted = query.metadata or {}
+    found = [
+        state_resource(s)
+        for s in snapshots
+        if all((s.metadata or {}).get(k) == v for k, v in wanted.items())
+    ]
+    return answer(agents, found)
