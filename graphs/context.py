@@ -26,7 +26,10 @@ import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, TypedDict
+from typing import Any, Final
+
+# typing_extensions: pydantic reads the state schema (LangGraph API schemas) only from it on 3.11.
+from typing_extensions import TypedDict
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool

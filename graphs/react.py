@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Annotated, Any, Final, Literal, NotRequired, TypedDict
+from typing import Annotated, Any, Final, Literal, NotRequired
+
+# typing_extensions: pydantic reads the state schema (LangGraph API schemas) only from it on 3.11.
+from typing_extensions import TypedDict
 
 import openai
 from langchain_core.messages import AIMessage, AnyMessage

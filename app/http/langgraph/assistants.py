@@ -6,7 +6,9 @@ LangGraph's own servers derive it; the bare graph id is taken too.
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import Query, Request
@@ -19,6 +21,7 @@ from app.http.langgraph.common import Agents, answer, body_of, graph_of, router
 from app.http.langgraph.encoding import assistant_id, iso
 
 api = router()
+logger = logging.getLogger(__name__)
 # System assistants exist as long as the process: they are "created" when it started.
 STARTED_AT = time.time()
 
@@ -116,18 +119,37 @@ async def assistant_schemas(assistant_id: str, agents: Agents) -> Response:
         agents,
         {
             "graph_id": graph_id,
-            "input_schema": graph.get_input_jsonschema(),
-            "output_schema": graph.get_output_jsonschema(),
-            "state_schema": graph.get_output_jsonschema(),
-            "config_schema": graph.get_config_jsonschema(),
-            "context_schema": graph.get_context_jsonschema(),
+            "input_schema": _schema(graph.get_input_jsonschema),
+            "output_schema": _schema(graph.get_output_jsonschema),
+            # The state is the agents' output: every key of it is theirs to show.
+            "state_schema": _schema(graph.get_output_jsonschema),
+            "config_schema": _schema(lambda: graph.config_schema().model_json_schema()),
+            "context_schema": _schema(graph.get_context_jsonschema),
         },
     )
 
 
+def _schema(make: Callable[[], dict[str, Any]]) -> dict[str, Any] | None:
+    """A schema, or None (logged) when pydantic cannot write it: as LangGraph's servers
+    answer, so one schema that cannot be drawn leaves the others."""
+    try:
+        return make()
+    except Exception:  # pydantic's refusals have no common type
+        logger.exception("could not write a graph schema")
+        return None
+
+
 @api.get("/assistants/{assistant_id}/subgraphs")
-async def assistant_subgraphs(assistant_id: str, agents: Agents) -> Response:
+async def assistant_subgraphs(
+    assistant_id: str,
+    agents: Agents,
+    recurse: Annotated[bool, Query(description="subgraphs of subgraphs too")] = False,
+    namespace: Annotated[str | None, Query(description="only this namespace's")] = None,
+) -> Response:
     """The graph's subgraphs by namespace (the agents have none)."""
     graph = _graph(agents, assistant_id)
-    found = {namespace: {} for namespace, _ in graph.get_subgraphs()}
+    found = {
+        name: {}
+        for name, _ in graph.get_subgraphs(namespace=namespace, recurse=recurse)
+    }
     return answer(agents, found)
