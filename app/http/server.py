@@ -28,7 +28,6 @@ from typing import Any
 from ag_ui.core import RunAgentInput
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
@@ -43,6 +42,7 @@ from app.core.storage.retention import periodic_prune
 from app.http.deadlines import BodyDeadline
 from app.http.hosts import HostGuard
 from app.http.langgraph import langgraph_api
+from app.http.langgraph.studio import allow_origins
 from app.http.observability import add_probes, count_requests, trace_requests
 from app.http.openapi import CONNECTION_REFUSALS, errors, key_docs, mount_docs, operation_id
 from app.http.routes import BODY_RULES, ID_SCHEMA, ChatRequest, api, summary
@@ -96,14 +96,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.add_middleware(BodyDeadline, timeout_s=settings.agent_body_timeout_s)
-    if settings.agent_cors_origins:
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=settings.agent_cors_origins,
-            allow_methods=["GET", "POST", "PATCH", "DELETE"],
-            # Last-Event-ID: a rejoin (`.../stream`) from the allowed origin says where it left.
-            allow_headers=["Authorization", "Content-Type", "Accept", "Last-Event-ID"],
-        )
+    allow_origins(app, settings)  # AGENT_CORS_ORIGINS, and Studio's with AGENT_STUDIO
     allowed_hosts = settings.allowed_hosts
     if allowed_hosts is not None:
         app.add_middleware(HostGuard, allowed=allowed_hosts)  # outside CORS: checked first

@@ -54,13 +54,15 @@ async def test_threads_are_created_found_searched_renamed_and_deleted(
     thread_id = str(uuid.uuid4())
     created = await client.threads.create(thread_id=thread_id)
     llm.script(text("晴。"))
-    await client.runs.wait(thread_id, "weather",
-                           input={"messages": [{"role": "user", "content": "今天天气"}]})
+    await client.runs.wait(
+        thread_id, "weather", input={"messages": [{"role": "user", "content": "今天天气"}]}
+    )
 
     again = await client.threads.create(thread_id=thread_id, if_exists="do_nothing")
     found = await client.threads.search(metadata={"graph_id": "weather"}, limit=200)
-    by_assistant = await client.threads.search(metadata={"assistant_id": WEATHER_ASSISTANT},
-                                               limit=200)
+    by_assistant = await client.threads.search(
+        metadata={"assistant_id": WEATHER_ASSISTANT}, limit=200
+    )
     renamed = await client.threads.update(thread_id, metadata={"title": "今日天气"})
     counted = await client.threads.count(metadata={"graph_id": "weather"})
 
@@ -70,8 +72,11 @@ async def test_threads_are_created_found_searched_renamed_and_deleted(
     assert thread_id in [t["thread_id"] for t in by_assistant]
     assert renamed["metadata"]["graph_id"] == "weather"
     assert counted == len(found)
-    titles = [t["metadata"]["title"] for t in await client.threads.search(
-        metadata={"graph_id": "weather"}, limit=200) if t["thread_id"] == thread_id]
+    titles = [
+        t["metadata"]["title"]
+        for t in await client.threads.search(metadata={"graph_id": "weather"}, limit=200)
+        if t["thread_id"] == thread_id
+    ]
     assert titles == ["今日天气"]
     with pytest.raises(ConflictError):
         await client.threads.create(thread_id=thread_id)
@@ -113,8 +118,11 @@ async def test_a_wrong_answer_is_refused_and_the_question_stays(
 ) -> None:
     thread_id = (await client.threads.create())["thread_id"]
     llm.script(tool_call("ask_confirm", {"message": "确定吗？"}))
-    await collect(client.runs.stream(
-        thread_id, "weather", input={"messages": [{"role": "user", "content": "确认一下"}]}))
+    await collect(
+        client.runs.stream(
+            thread_id, "weather", input={"messages": [{"role": "user", "content": "确认一下"}]}
+        )
+    )
 
     with pytest.raises(httpx.HTTPStatusError) as refused:  # what the SDK's wait raises
         await client.runs.wait(thread_id, "weather", command={"resume": "也许"})
@@ -122,3 +130,17 @@ async def test_a_wrong_answer_is_refused_and_the_question_stays(
     assert refused.value.response.status_code == 422
     assert refused.value.response.json()["code"] == "invalid_answer"
     assert (await client.threads.get(thread_id))["status"] == "interrupted"
+
+
+def test_studio_is_not_allowed_unless_agent_studio_says_so(api: Api) -> None:
+    studio = "https://smith.langchain.com"
+    preflight = api.http.options(
+        "/threads/search",
+        headers={"Origin": studio, "Access-Control-Request-Method": "POST"},
+    )
+    text_body = api.http.post(
+        "/threads/search", content="{}", headers={"Origin": studio, "Content-Type": "text/plain"}
+    )
+
+    assert "access-control-allow-origin" not in preflight.headers
+    assert (text_body.status_code, text_body.json()["code"]) == (415, "unsupported_media_type")

@@ -3,14 +3,11 @@ state and history, join, cancel and rejoin, on both backends."""
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
-
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.schema import Command
 
-from tests.doubles.llm import ScriptedLLM, call, hang, text, tool_call, tool_calls
+from tests.doubles.llm import ScriptedLLM, hang, text, tool_call
 from tests.langgraph_api.conftest import WEATHER_ASSISTANT, collect
 from tests.service.conftest import Api
 
@@ -42,15 +39,21 @@ async def test_the_weather_question_pauses_and_a_resume_command_answers_it(
     assert events[0] == "metadata" and events[-1] == "end"
     assert {"values", "messages", "updates"} <= set(events)
     assert all(part_id for _, _, part_id in asked)
-    [interrupt] = [data["__interrupt__"] for e, data, _ in asked if e == "updates" and "__interrupt__" in data][0]
+    [interrupt] = [
+        data["__interrupt__"] for e, data, _ in asked if e == "updates" and "__interrupt__" in data
+    ][0]
     assert interrupt["value"] == {"type": "input", "message": "哪个城市？", "placeholder": "北京"}
     waiting = await client.threads.get(thread_id)
     assert waiting["status"] == "interrupted"
-    assert [i["id"] for pending in waiting["interrupts"].values() for i in pending] == [interrupt["id"]]
+    assert [i["id"] for pending in waiting["interrupts"].values() for i in pending] == [
+        interrupt["id"]
+    ]
 
     llm.script(tool_call("get_weather", {"location": "上海"}), text("上海今天晴。"))
     answered = await collect(
-        client.runs.stream(thread_id, WEATHER_ASSISTANT, command=Command(resume="上海"), stream_mode=MODES)
+        client.runs.stream(
+            thread_id, WEATHER_ASSISTANT, command=Command(resume="上海"), stream_mode=MODES
+        )
     )
 
     tokens = "".join(
@@ -66,7 +69,9 @@ async def test_the_weather_question_pauses_and_a_resume_command_answers_it(
     updates = [next(iter(data)) for event, data, _ in answered if event == "updates"]
     assert updates == ["tools", "agent", "tools", "agent"]
     state = await client.threads.get_state(thread_id)
-    assert [m["type"] for m in state["values"]["messages"]] == [m["type"] for m in final["messages"]]
+    assert [m["type"] for m in state["values"]["messages"]] == [
+        m["type"] for m in final["messages"]
+    ]
     assert state["next"] == [] and state["interrupts"] == []
     assert (await client.threads.get(thread_id))["status"] == "idle"
 
@@ -82,15 +87,21 @@ async def test_history_lists_the_checkpoints_newest_first_and_pages_before_one(
 
     steps = [state["metadata"]["step"] for state in history]
     assert steps == sorted(steps, reverse=True) and len(steps) >= 3
-    assert history[0]["checkpoint"]["checkpoint_id"] == (
-        await client.threads.get_state(thread_id)
-    )["checkpoint"]["checkpoint_id"]
+    assert (
+        history[0]["checkpoint"]["checkpoint_id"]
+        == (await client.threads.get_state(thread_id))["checkpoint"]["checkpoint_id"]
+    )
     assert history[0]["next"] == ["tools"] and history[0]["interrupts"]
-    assert history[0]["parent_checkpoint"]["checkpoint_id"] == history[1]["checkpoint"]["checkpoint_id"]
+    assert (
+        history[0]["parent_checkpoint"]["checkpoint_id"]
+        == history[1]["checkpoint"]["checkpoint_id"]
+    )
     assert [s["checkpoint"]["checkpoint_id"] for s in older] == [
         s["checkpoint"]["checkpoint_id"] for s in history[2:]
     ]
-    at = await client.threads.get_state(thread_id, checkpoint_id=history[1]["checkpoint"]["checkpoint_id"])
+    at = await client.threads.get_state(
+        thread_id, checkpoint_id=history[1]["checkpoint"]["checkpoint_id"]
+    )
     assert at["checkpoint"] == history[1]["checkpoint"]
 
 
@@ -109,7 +120,11 @@ async def test_a_background_run_is_joined_and_its_record_is_an_ordinary_run(
     assert [m["content"] for m in values["messages"]] == ["你好", "你好，我是天气助手。"]
     assert (await client.runs.get(thread_id, run["run_id"]))["status"] == "success"
     [record] = api.http.get(f"/api/threads/{thread_id}/runs").json()
-    assert (record["runId"], record["graph"], record["status"]) == (run["run_id"], "weather", "success")
+    assert (record["runId"], record["graph"], record["status"]) == (
+        run["run_id"],
+        "weather",
+        "success",
+    )
     [listed] = await client.runs.list(thread_id)
     assert listed["run_id"] == run["run_id"]
 
@@ -161,7 +176,9 @@ async def test_a_rejoin_with_last_event_id_sends_what_followed_it_once(
     llm.script(tool_call("get_weather", {"location": "北京"}), text("北京今天晴，气温适宜。"))
     thread_id = (await client.threads.create())["thread_id"]
     run = await client.runs.create(
-        thread_id, "weather", input={"messages": [{"role": "user", "content": "北京天气"}]},
+        thread_id,
+        "weather",
+        input={"messages": [{"role": "user", "content": "北京天气"}]},
         stream_mode=MODES,
     )
     await client.runs.join(thread_id, run["run_id"])

@@ -24,13 +24,15 @@ async def test_a_thread_started_over_agui_continues_through_the_langgraph_api(
     seen = await client.threads.get(thread_id)
     llm.script(tool_call("get_weather", {"location": "广州"}), text("广州多云。"))
     parts = await collect(
-        client.runs.stream(thread_id, "weather", command=Command(resume="广州"),
-                           stream_mode=["values"])
+        client.runs.stream(
+            thread_id, "weather", command=Command(resume="广州"), stream_mode=["values"]
+        )
     )
     llm.script(text("不客气。"))
     await collect(
-        client.runs.stream(thread_id, "weather",
-                           input={"messages": [{"role": "user", "content": "谢谢"}]})
+        client.runs.stream(
+            thread_id, "weather", input={"messages": [{"role": "user", "content": "谢谢"}]}
+        )
     )
 
     assert seen["status"] == "interrupted"
@@ -38,7 +40,14 @@ async def test_a_thread_started_over_agui_continues_through_the_langgraph_api(
     assert parts[0][0] == "metadata" and parts[-1][0] == "end"
     view = api.http.get(f"/api/threads/{thread_id}").json()
     assert [m["role"] for m in view["messages"]] == [
-        "user", "assistant", "tool", "assistant", "tool", "assistant", "user", "assistant"
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
     ]
     assert view["messages"][0]["id"] == "u1"
     assert view["messages"][2]["content"] == "用户回答：广州"
@@ -53,8 +62,9 @@ async def test_a_thread_started_through_the_langgraph_api_continues_over_agui(
     thread_id = (await client.threads.create())["thread_id"]
     llm.script(tool_call("ask_input", {"message": "哪个城市？"}))
     await collect(
-        client.runs.stream(thread_id, "weather",
-                           input={"messages": [{"role": "user", "content": "查天气"}]})
+        client.runs.stream(
+            thread_id, "weather", input={"messages": [{"role": "user", "content": "查天气"}]}
+        )
     )
     [pending] = api.http.get(f"/api/threads/{thread_id}").json()["interrupts"]
 

@@ -17,8 +17,19 @@ from langgraph.graph.state import CompiledStateGraph
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.runs.service import AgentService
-from app.http.langgraph.common import Agents, answer, body_of, graph_of, router
+from app.http.langgraph.common import (
+    NAMED,
+    READS_BODY,
+    Agents,
+    answer,
+    body_doc,
+    body_of,
+    graph_of,
+    router,
+)
 from app.http.langgraph.encoding import assistant_id, iso
+from app.http.openapi import errors
+from app.http.routes import takes_no_body
 
 api = router()
 logger = logging.getLogger(__name__)
@@ -29,7 +40,7 @@ STARTED_AT = time.time()
 class AssistantSearch(BaseModel):
     """`POST /assistants/search` and `/count`."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     graph_id: str | None = None
     name: str | None = None
@@ -66,7 +77,12 @@ def _matching(agents: AgentService, search: AssistantSearch) -> list[dict[str, A
     return found
 
 
-@api.post("/assistants/search")
+@api.post(
+    "/assistants/search",
+    responses=errors(400, 408, 413, 415, 422),
+    openapi_extra=body_doc(AssistantSearch, required=False),
+)
+@takes_no_body
 async def search_assistants(request: Request, agents: Agents) -> Response:
     """The assistants matching the body's `graph_id`, `name`, `metadata`, a page of them."""
     search = await body_of(request, agents, AssistantSearch)
@@ -75,19 +91,25 @@ async def search_assistants(request: Request, agents: Agents) -> Response:
     return answer(agents, page, headers={"X-Pagination-Total": str(len(found))})
 
 
-@api.post("/assistants/count")
+@api.post(
+    "/assistants/count",
+    responses=errors(400, 408, 413, 415, 422),
+    openapi_extra=body_doc(AssistantSearch, required=False),
+)
+@takes_no_body
 async def count_assistants(request: Request, agents: Agents) -> Response:
     """How many assistants match (the body as for search)."""
     return answer(agents, len(_matching(agents, await body_of(request, agents, AssistantSearch))))
 
 
-@api.get("/assistants/{assistant_id}")
+@api.get("/assistants/{assistant_id:assistant}", responses=NAMED)
 async def get_assistant(assistant_id: str, agents: Agents) -> Response:
     """One assistant (404 `unknown_graph` for none)."""
     return answer(agents, assistant(agents, graph_of(agents, assistant_id)))
 
 
-@api.post("/assistants/{assistant_id}/versions")
+@api.post("/assistants/{assistant_id:assistant}/versions", responses=READS_BODY)
+@takes_no_body
 async def assistant_versions(assistant_id: str, agents: Agents) -> Response:
     """A system assistant has one version."""
     return answer(agents, [assistant(agents, graph_of(agents, assistant_id))])
@@ -97,7 +119,7 @@ def _graph(agents: AgentService, assistant: str) -> CompiledStateGraph:
     return agents.graph(graph_of(agents, assistant))
 
 
-@api.get("/assistants/{assistant_id}/graph")
+@api.get("/assistants/{assistant_id:assistant}/graph", responses=NAMED)
 async def assistant_graph(
     assistant_id: str,
     agents: Agents,
@@ -110,7 +132,7 @@ async def assistant_graph(
     return answer(agents, drawable.to_json())
 
 
-@api.get("/assistants/{assistant_id}/schemas")
+@api.get("/assistants/{assistant_id:assistant}/schemas", responses=NAMED)
 async def assistant_schemas(assistant_id: str, agents: Agents) -> Response:
     """The JSON schemas of the graph's input, output, state, config and context."""
     graph_id = graph_of(agents, assistant_id)
@@ -139,7 +161,7 @@ def _schema(make: Callable[[], dict[str, Any]]) -> dict[str, Any] | None:
         return None
 
 
-@api.get("/assistants/{assistant_id}/subgraphs")
+@api.get("/assistants/{assistant_id:assistant}/subgraphs", responses=NAMED)
 async def assistant_subgraphs(
     assistant_id: str,
     agents: Agents,
@@ -148,8 +170,5 @@ async def assistant_subgraphs(
 ) -> Response:
     """The graph's subgraphs by namespace (the agents have none)."""
     graph = _graph(agents, assistant_id)
-    found = {
-        name: {}
-        for name, _ in graph.get_subgraphs(namespace=namespace, recurse=recurse)
-    }
+    found = {name: {} for name, _ in graph.get_subgraphs(namespace=namespace, recurse=recurse)}
     return answer(agents, found)

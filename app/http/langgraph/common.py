@@ -10,16 +10,21 @@ from typing import Annotated, Any, TypeVar
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import Response
 from pydantic import BaseModel
+from starlette.convertors import StringConvertor, register_url_convertor
 
-from app.core.errors import NotFound
+from app.core.errors import NotFound, UnsupportedMediaType
 from app.core.runs.prepare import THREAD_ID
 from app.core.runs.service import AgentService
 from app.http.langgraph.encoding import assistant_id, dumps
+from app.http.langgraph.studio import require_json_or_studio
+from app.http.openapi import errors
 from app.http.routes import (
+    BODY,
+    NOT_JSON,
+    STARTS_RUN,
     _body,
     _parse,
     known_query,
-    require_json,
     require_key,
     service,
 )
@@ -31,18 +36,79 @@ Agents = Annotated[AgentService, Depends(service)]
 ID_RULE = "1-128 of `A-Za-z0-9._:@-`, starting with a letter or digit"
 ThreadId = Annotated[
     str,
-    Path(description=f"the thread id: {ID_RULE}", json_schema_extra={"pattern": f"^{THREAD_ID.pattern}$"}),
+    Path(
+        description=f"the thread id: {ID_RULE}",
+        json_schema_extra={"pattern": f"^{THREAD_ID.pattern}$"},
+    ),
 ]
 RunId = Annotated[
     str,
-    Path(description=f"the run id: {ID_RULE}", json_schema_extra={"pattern": f"^{THREAD_ID.pattern}$"}),
+    Path(
+        description=f"the run id: {ID_RULE}",
+        json_schema_extra={"pattern": f"^{THREAD_ID.pattern}$"},
+    ),
 ]
 
 
+# What the routes answer besides their success, by group (`app.http.openapi.errors`).
+NAMED = errors((404, "no such assistant, thread, run or checkpoint"), (422, "a bad id or query"))
+READS_BODY = {**BODY, **errors((404, "no such assistant, thread or checkpoint"))}
+STARTS = {**STARTS_RUN, **errors((404, "no such assistant, or (a resume) no such thread"))}
+
+
+def body_doc(model: type[BaseModel], *, required: bool = True) -> dict[str, Any]:
+    """`openapi_extra` documenting a body a route reads itself (`body_of`)."""
+    return {
+        "requestBody": {
+            "required": required,
+            "content": {"application/json": {"schema": _inlined(model.model_json_schema())}},
+        }
+    }
+
+
+def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with its `$defs` put where they are used: a `#/$defs/...` reference means
+    nothing inside the API document (the bodies' models have no cycles)."""
+    defs = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return inline(defs[ref.removeprefix("#/$defs/")])
+            return {key: inline(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [inline(item) for item in node]
+        return node
+
+    inlined: dict[str, Any] = inline(schema)
+    return inlined
+
+
+class _IdBut(StringConvertor):
+    """A path segment that is not one of `reserved`: LangGraph's paths put an id where
+    other routes have a word (`/threads/search`, `/runs/stream`), and a request for one
+    of those with another method must be 405, not a thread named "search"."""
+
+    def __init__(self, *reserved: str) -> None:
+        self.regex = f"(?!(?:{'|'.join(reserved)})(?:/|$))[^/]+"
+
+
+# Use as `{thread_id:thread}`, `{run_id:run}`, `{assistant_id:assistant}`.
+register_url_convertor("thread", _IdBut("search", "count"))
+register_url_convertor("run", _IdBut("stream", "wait"))
+register_url_convertor("assistant", _IdBut("search", "count"))
+
+
 def router() -> APIRouter:
-    """A router behind the same guards as `/api` (bearer key, JSON bodies, known query)."""
+    """A router behind the same guards as `/api` (bearer key, JSON bodies, known query;
+    Studio's text/plain JSON with AGENT_STUDIO: `studio`)."""
     return APIRouter(
-        dependencies=[Depends(require_key), Depends(require_json), Depends(known_query)],
+        dependencies=[
+            Depends(require_key),
+            Depends(require_json_or_studio),
+            Depends(known_query),
+        ],
         tags=["langgraph"],
     )
 
@@ -61,8 +127,11 @@ def graph_of(agents: AgentService, assistant: str) -> str:
 
 
 async def body_of(request: Request, agents: AgentService, model: type[Model]) -> Model:
-    """The request's JSON body as `model` (400/413/422 as on `/api`); none is `{}`."""
+    """The request's JSON body as `model` (400/413/422 as on `/api`); none is `{}` (a
+    route whose body is optional takes none without a Content-Type: `takes_no_body`)."""
     raw = await _body(request, agents.settings.agent_max_body_bytes)
+    if raw and request.headers.get("content-type") is None:
+        raise UnsupportedMediaType("unsupported_media_type", NOT_JSON.format(got="none"))
     return _parse(model, raw or b"{}")
 
 

@@ -194,11 +194,7 @@ class StreamEncoder:
         ]
         if after is None:
             return numbered
-        return [
-            part
-            for n, part in enumerate(numbered)
-            if (entry.seq, n) > after
-        ]
+        return [part for n, part in enumerate(numbered) if (entry.seq, n) > after]
 
     def feed(self, event: BaseEvent) -> list[tuple[str, Any]]:
         """The (event, data) parts one AG-UI event makes."""
@@ -231,8 +227,13 @@ class StreamEncoder:
                 content="",
                 id=turn.id,
                 tool_call_chunks=[
-                    {"id": event.tool_call_id, "name": event.tool_call_name, "args": "",
-                     "index": index, "type": "tool_call_chunk"}
+                    {
+                        "id": event.tool_call_id,
+                        "name": event.tool_call_name,
+                        "args": "",
+                        "index": index,
+                        "type": "tool_call_chunk",
+                    }
                 ],
             )
             self._chunk(chunk, out)
@@ -242,9 +243,11 @@ class StreamEncoder:
             self._tool_result(event, out)
         elif isinstance(event, CustomEvent):
             if "custom" in self.modes:
-                data = event.value if event.name == "custom" else {
-                    "name": event.name, "value": event.value
-                }
+                data = (
+                    event.value
+                    if event.name == "custom"
+                    else {"name": event.name, "value": event.value}
+                )
                 out.append(("custom", data))
         elif isinstance(event, RunFinishedEvent):
             self._finish_run(event, out)
@@ -282,8 +285,13 @@ class StreamEncoder:
             content="",
             id=turn.id,
             tool_call_chunks=[
-                {"id": None, "name": None, "args": event.delta, "index": index,
-                 "type": "tool_call_chunk"}
+                {
+                    "id": None,
+                    "name": None,
+                    "args": event.delta,
+                    "index": index,
+                    "type": "tool_call_chunk",
+                }
             ],
         )
         self._chunk(chunk, out)
@@ -298,7 +306,9 @@ class StreamEncoder:
                 args = json.loads("".join(pieces) or "{}")
             except json.JSONDecodeError:
                 args = {}
-            calls.append({"id": call_id, "name": name, "args": args if isinstance(args, dict) else {}})
+            calls.append(
+                {"id": call_id, "name": name, "args": args if isinstance(args, dict) else {}}
+            )
         thought = "".join(turn.reasoning)
         reply = AIMessage(
             content="".join(turn.text),
@@ -474,7 +484,9 @@ def summary_resource(summary: ThreadSummary) -> dict[str, Any]:
     )
 
 
-def state_resource(snapshot: StateSnapshot, messages: Sequence[AnyMessage] | None = None) -> dict[str, Any]:
+def state_resource(
+    snapshot: StateSnapshot, messages: Sequence[AnyMessage] | None = None
+) -> dict[str, Any]:
     """One checkpoint as langgraph-sdk's `ThreadState` (`messages`: the whole history
     in place of the state's own, for the latest state of a long thread)."""
     values = dict(snapshot.values or {})

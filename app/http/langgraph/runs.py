@@ -27,11 +27,22 @@ from app.core.runs.prepare import NOTHING_PENDING
 from app.core.runs.run import Run
 from app.core.runs.service import PROTOCOL_KEY, AgentService
 from app.core.storage.runs import MultitaskStrategy
-from app.http.langgraph.common import Agents, RunId, ThreadId, answer, body_of, graph_of, router
+from app.http.langgraph.common import (
+    NAMED,
+    STARTS,
+    Agents,
+    RunId,
+    ThreadId,
+    answer,
+    body_doc,
+    body_of,
+    graph_of,
+    router,
+)
 from app.http.langgraph.encoding import (
     ERROR_KEY,
-    RUN_STATUS,
     INTERRUPT_KEY,
+    RUN_STATUS,
     Part,
     StreamEncoder,
     human_messages,
@@ -41,7 +52,7 @@ from app.http.langgraph.encoding import (
     state_resource,
     stream_modes,
 )
-from app.http.openapi import EVENT_STREAM
+from app.http.openapi import EVENT_STREAM, errors
 from app.http.routes import MAX_THREADS, takes_no_body
 
 api = router()
@@ -52,6 +63,77 @@ NOT_USER = (
 NO_INPUT = "send input.messages (a user message) or command.resume"
 NO_GOTO = "command.update and command.goto are not supported here; send command.resume"
 BAD_EVENT_ID = "invalid Last-Event-ID header {value!r}: use the id of an event received"
+
+
+# What the run core takes, as the schema can say it: the user's messages (text), or a
+# resume (`update` and `goto` are refused: 422 `unsupported`).
+TEXT_PARTS = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["type", "text"],
+        "properties": {"type": {"const": "text"}, "text": {"type": "string"}},
+    },
+}
+CONTENT = {"anyOf": [{"type": "string"}, TEXT_PARTS]}
+USER_MESSAGE = {
+    "anyOf": [
+        {"type": "string"},
+        {
+            "type": "object",
+            "required": ["role", "content"],
+            "properties": {"role": {"const": "user"}, "content": CONTENT, "id": {"type": "string"}},
+        },
+        {
+            "type": "object",
+            "required": ["type", "content"],
+            "properties": {
+                "type": {"const": "human"},
+                "content": CONTENT,
+                "id": {"type": "string"},
+            },
+        },
+    ]
+}
+RUN_RULES: dict[str, Any] = {
+    "input": {
+        "anyOf": [
+            {"type": "null"},
+            {
+                "type": "object",
+                "required": ["messages"],
+                "properties": {"messages": {"type": "array", "minItems": 1, "items": USER_MESSAGE}},
+            },
+        ]
+    },
+    "command": {
+        "anyOf": [
+            {"type": "null"},
+            {
+                "type": "object",
+                "properties": {"update": {"type": "null"}, "goto": {"type": "null"}},
+            },
+        ]
+    },
+}
+
+
+def _run_schema(schema: dict[str, Any]) -> None:
+    schema["properties"].update(RUN_RULES)
+    # A user message, or answers to resume with.
+    schema["anyOf"] = [
+        {"required": ["assistant_id", "input"], "properties": {"input": {"type": "object"}}},
+        {
+            "required": ["assistant_id", "command"],
+            "properties": {
+                "command": {
+                    "type": "object",
+                    "required": ["resume"],
+                    "properties": {"resume": {"not": {"type": "null"}}},
+                }
+            },
+        },
+    ]
 
 
 class RunCommand(BaseModel):
@@ -65,7 +147,7 @@ class RunCommand(BaseModel):
 class RunCreate(BaseModel):
     """A run as langgraph-sdk sends it (the fields this server reads; others are ignored)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=_run_schema)
 
     assistant_id: str
     input: dict[str, Any] | None = None
@@ -92,8 +174,9 @@ def _user_messages(run_input: dict[str, Any] | None) -> list[Message]:
     for index, message in enumerate(messages):
         if isinstance(message, str):
             message = {"role": "user", "content": message}
-        kind = message.get("role") or message.get("type") if isinstance(message, dict) else None
-        if kind not in ("user", "human"):
+        if not isinstance(message, dict) or (
+            message.get("role") != "user" and message.get("type") != "human"
+        ):
             raise Invalid("invalid_body", NOT_USER.format(index=index))
         found.append(
             UserMessage(
@@ -249,9 +332,10 @@ async def final_values(agents: AgentService, thread_id: str, run_id: str) -> dic
 
 
 @api.post(
-    "/threads/{thread_id}/runs/stream",
+    "/threads/{thread_id:thread}/runs/stream",
     response_class=EventSourceResponse,
-    responses=EVENT_STREAM,
+    responses={**EVENT_STREAM, **STARTS},
+    openapi_extra=body_doc(RunCreate),
 )
 async def stream_run(thread_id: ThreadId, request: Request, agents: Agents) -> Response:
     """Start a run and stream it: `metadata`, then the asked modes' parts, then `end`."""
@@ -269,7 +353,7 @@ async def stream_run(thread_id: ThreadId, request: Request, agents: Agents) -> R
     )
 
 
-@api.post("/threads/{thread_id}/runs")
+@api.post("/threads/{thread_id:thread}/runs", responses=STARTS, openapi_extra=body_doc(RunCreate))
 async def create_run(thread_id: ThreadId, request: Request, agents: Agents) -> Response:
     """Start a run in the background; the answer is the run."""
     run = await start(agents, thread_id, await body_of(request, agents, RunCreate))
@@ -277,7 +361,9 @@ async def create_run(thread_id: ThreadId, request: Request, agents: Agents) -> R
     return answer(agents, run_resource(run.record, run.request), headers=links)
 
 
-@api.post("/threads/{thread_id}/runs/wait")
+@api.post(
+    "/threads/{thread_id:thread}/runs/wait", responses=STARTS, openapi_extra=body_doc(RunCreate)
+)
 async def wait_run(thread_id: ThreadId, request: Request, agents: Agents) -> Response:
     """Start a run and answer the thread's values once it has ended."""
     run = await start(agents, thread_id, await body_of(request, agents, RunCreate))
@@ -285,7 +371,7 @@ async def wait_run(thread_id: ThreadId, request: Request, agents: Agents) -> Res
     return answer(agents, values, headers=_links(thread_id, run.run_id, "join"))
 
 
-@api.get("/threads/{thread_id}/runs")
+@api.get("/threads/{thread_id:thread}/runs", responses=errors((422, "a bad id or query")))
 async def list_thread_runs(
     thread_id: ThreadId,
     agents: Agents,
@@ -299,11 +385,13 @@ async def list_thread_runs(
     if status is not None:
         records = [r for r in records if RUN_STATUS[r.status] == status]
     records = records[offset : offset + limit]
-    found = [run_resource(r, (await agents.run_start(thread_id, r.run_id)).request) for r in records]
+    found = [
+        run_resource(r, (await agents.run_start(thread_id, r.run_id)).request) for r in records
+    ]
     return answer(agents, found)
 
 
-@api.get("/threads/{thread_id}/runs/{run_id}")
+@api.get("/threads/{thread_id:thread}/runs/{run_id:run}", responses=NAMED)
 async def show_run(thread_id: ThreadId, run_id: RunId, agents: Agents) -> Response:
     """One run."""
     started = await agents.run_start(thread_id, run_id)
@@ -311,9 +399,9 @@ async def show_run(thread_id: ThreadId, run_id: RunId, agents: Agents) -> Respon
 
 
 @api.get(
-    "/threads/{thread_id}/runs/{run_id}/stream",
+    "/threads/{thread_id:thread}/runs/{run_id:run}/stream",
     response_class=EventSourceResponse,
-    responses=EVENT_STREAM,
+    responses={**EVENT_STREAM, **NAMED, **errors(410)},
 )
 async def join_stream(
     thread_id: ThreadId,
@@ -322,14 +410,20 @@ async def join_stream(
     stream_mode: Annotated[list[str] | None, Query(description="the modes to send")] = None,
     cancel_on_disconnect: Annotated[bool, Query()] = False,
     last_event_id: Annotated[
-        str | None, Header(description="the id of the last part received")
+        str | None,
+        Header(
+            description="the id of the last part received",
+            json_schema_extra={"pattern": r"^[0-9]{1,18}(\.[0-9]{1,9})?$"},
+        ),
     ] = None,
 ) -> Response:
     """The run's parts after `Last-Event-ID` (all without it), then the live ones to its end."""
     try:
         after = parse_event_id(last_event_id)
     except ValueError:
-        raise Invalid("bad_last_event_id", BAD_EVENT_ID.format(value=(last_event_id or "")[:40])) from None
+        raise Invalid(
+            "bad_last_event_id", BAD_EVENT_ID.format(value=(last_event_id or "")[:40])
+        ) from None
     batches = await agents.join_batches(thread_id, run_id, 0)
     modes = tuple(m for m in stream_mode or () if m) or None
 
@@ -350,13 +444,21 @@ async def join_stream(
     )
 
 
-@api.get("/threads/{thread_id}/runs/{run_id}/join")
+@api.get("/threads/{thread_id:thread}/runs/{run_id:run}/join", responses={**NAMED, **errors(410)})
 async def join_run_values(thread_id: ThreadId, run_id: RunId, agents: Agents) -> Response:
     """Wait for the run's end; the thread's values then."""
     return answer(agents, await final_values(agents, thread_id, run_id))
 
 
-@api.post("/threads/{thread_id}/runs/{run_id}/cancel", status_code=202)
+@api.post(
+    "/threads/{thread_id:thread}/runs/{run_id:run}/cancel",
+    status_code=202,
+    responses={
+        **NAMED,
+        **errors((409, "the run has ended"), (415, "a Content-Type other than JSON")),
+        204: {"description": "with `wait`: the run has ended"},
+    },
+)
 @takes_no_body
 async def stop_run(
     thread_id: ThreadId,
@@ -364,12 +466,10 @@ async def stop_run(
     agents: Agents,
     wait: Annotated[bool, Query(description="answer once the run has ended")] = False,
     action: Annotated[
-        Literal["interrupt", "rollback"], Query(description="`interrupt` only")
+        Literal["interrupt"], Query(description="`interrupt` (`rollback` is not supported)")
     ] = "interrupt",
 ) -> Response:
     """Stop a queued or running run (409 `run_finished` for an ended one)."""
-    if action == "rollback":
-        raise Invalid("unsupported", "action=rollback is not supported; cancel with interrupt")
     record = await agents.cancel_run(thread_id, run_id)
     if wait:
         await _wait(agents, thread_id, run_id)
@@ -381,13 +481,18 @@ async def stop_run(
 # --- stateless: a thread of their own ------------------------------------------------
 
 
-@api.post("/runs/stream", response_class=EventSourceResponse, responses=EVENT_STREAM)
+@api.post(
+    "/runs/stream",
+    response_class=EventSourceResponse,
+    responses={**EVENT_STREAM, **STARTS},
+    openapi_extra=body_doc(RunCreate),
+)
 async def stream_stateless(request: Request, agents: Agents) -> Response:
     """A run on a new thread, streamed (the thread stays, like any other)."""
     return await stream_run(str(uuid.uuid4()), request, agents)
 
 
-@api.post("/runs/wait")
+@api.post("/runs/wait", responses=STARTS, openapi_extra=body_doc(RunCreate))
 async def wait_stateless(request: Request, agents: Agents) -> Response:
     """A run on a new thread; its values once it has ended."""
     return await wait_run(str(uuid.uuid4()), request, agents)

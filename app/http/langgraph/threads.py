@@ -4,7 +4,7 @@ checkpoints and run records as `/api/threads`.
 A thread exists once it has a checkpoint or a run. `POST /threads` answers a new thread
 without writing anything (its first run records it), so the metadata given there is not
 kept; a thread's metadata is its `graph_id`, `assistant_id` and `title`, and `PATCH`
-renames it through `metadata.title`.
+renames it through `metadata.title` (other keys are refused).
 """
 
 from __future__ import annotations
@@ -17,10 +17,21 @@ from fastapi import Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.core.errors import Conflict, Invalid, NotFound
+from app.core.errors import Conflict, NotFound
+from app.core.runs.prepare import THREAD_ID
 from app.core.runs.service import AgentService
 from app.core.runs.threads import ThreadState
-from app.http.langgraph.common import Agents, ThreadId, answer, body_of, graph_of, router
+from app.http.langgraph.common import (
+    NAMED,
+    READS_BODY,
+    Agents,
+    ThreadId,
+    answer,
+    body_doc,
+    body_of,
+    graph_of,
+    router,
+)
 from app.http.langgraph.encoding import (
     interrupts_of,
     state_resource,
@@ -28,27 +39,25 @@ from app.http.langgraph.encoding import (
     thread_resource,
     thread_status,
 )
-from app.http.routes import MAX_THREADS
+from app.http.openapi import errors
+from app.http.routes import BODY, MAX_THREADS, takes_no_body
 
 api = router()
 # The agents have no subgraphs: their states are the same either way.
 Subgraphs = Annotated[bool, Query(description="include subgraphs' states (the agents have none)")]
-THREAD_EXISTS = "thread {thread_id} exists already (if_exists: \"do_nothing\" returns it)"
-NO_METADATA = (
-    "this server keeps no thread metadata but its title: send {{\"metadata\": {{\"title\": ...}}}}"
-)
+THREAD_EXISTS = 'thread {thread_id} exists already (if_exists: "do_nothing" returns it)'
 
 
 class ThreadCreate(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
-    thread_id: str | None = None
+    thread_id: str | None = Field(None, json_schema_extra={"pattern": f"^{THREAD_ID.pattern}$"})
     metadata: dict[str, Any] | None = None
     if_exists: Literal["raise", "do_nothing"] = "raise"
 
 
 class ThreadSearch(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     metadata: dict[str, Any] | None = None
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
@@ -57,14 +66,25 @@ class ThreadSearch(BaseModel):
     offset: int = Field(0, ge=0)
 
 
-class ThreadPatch(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class TitleOnly(BaseModel):
+    """The one piece of thread metadata kept: its title."""
 
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    model_config = ConfigDict(extra="forbid")
+
+    title: str = Field(
+        description="1-200 characters once leading and trailing spaces are trimmed",
+        json_schema_extra={"pattern": r"\S"},
+    )
+
+
+class ThreadPatch(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    metadata: TitleOnly
 
 
 class HistoryQuery(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     limit: int = Field(10, ge=1, le=1000)
     before: dict[str, Any] | str | None = None
@@ -99,12 +119,17 @@ async def read_thread(agents: AgentService, thread_id: str) -> dict[str, Any]:
     )
 
 
-@api.post("/threads")
+@api.post(
+    "/threads",
+    responses={**BODY, **errors((409, "the thread exists (`thread_exists`)"))},
+    openapi_extra=body_doc(ThreadCreate, required=False),
+)
+@takes_no_body
 async def create_thread(request: Request, agents: Agents) -> Response:
     """A new thread (`thread_id` optional); an existing id is 409 `thread_exists` unless
     `if_exists` is `do_nothing`."""
     body = await body_of(request, agents, ThreadCreate)
-    thread_id = body.thread_id or str(uuid.uuid4())
+    thread_id = str(uuid.uuid4()) if body.thread_id is None else body.thread_id
     try:
         existing = await read_thread(agents, thread_id)
     except NotFound:
@@ -143,7 +168,10 @@ async def _search(agents: AgentService, search: ThreadSearch) -> list[dict[str, 
     return found
 
 
-@api.post("/threads/search")
+@api.post(
+    "/threads/search", responses=READS_BODY, openapi_extra=body_doc(ThreadSearch, required=False)
+)
+@takes_no_body
 async def search_threads(request: Request, agents: Agents) -> Response:
     """Threads with runs, newest activity first, by `metadata` (`graph_id`,
     `assistant_id`, `title`), `status` and `ids`; a page of `limit` from `offset`."""
@@ -153,13 +181,16 @@ async def search_threads(request: Request, agents: Agents) -> Response:
     return answer(agents, page, headers={"X-Pagination-Total": str(len(found))})
 
 
-@api.post("/threads/count")
+@api.post(
+    "/threads/count", responses=READS_BODY, openapi_extra=body_doc(ThreadSearch, required=False)
+)
+@takes_no_body
 async def count_threads(request: Request, agents: Agents) -> Response:
     """How many threads match (the body as for search)."""
     return answer(agents, len(await _search(agents, await body_of(request, agents, ThreadSearch))))
 
 
-@api.get("/threads/{thread_id}")
+@api.get("/threads/{thread_id:thread}", responses=NAMED)
 async def show_thread(
     thread_id: ThreadId,
     agents: Agents,
@@ -169,25 +200,26 @@ async def show_thread(
     return answer(agents, await read_thread(agents, thread_id))
 
 
-@api.patch("/threads/{thread_id}")
+@api.patch("/threads/{thread_id:thread}", responses=READS_BODY, openapi_extra=body_doc(ThreadPatch))
 async def patch_thread(thread_id: ThreadId, request: Request, agents: Agents) -> Response:
     """Rename the thread (`metadata.title`); other metadata is refused (422)."""
     body = await body_of(request, agents, ThreadPatch)
-    title = body.metadata.get("title")
-    if not isinstance(title, str) or set(body.metadata) != {"title"}:
-        raise Invalid("unsupported", NO_METADATA)
-    await agents.rename_thread(thread_id, title)
+    await agents.rename_thread(thread_id, body.metadata.title)
     return answer(agents, await read_thread(agents, thread_id))
 
 
-@api.delete("/threads/{thread_id}", status_code=204)
+@api.delete(
+    "/threads/{thread_id:thread}",
+    status_code=204,
+    responses={**NAMED, **errors((409, "the thread has a run in progress"))},
+)
 async def delete_thread(thread_id: ThreadId, agents: Agents) -> Response:
     """Forget the thread, as `DELETE /api/threads/{thread_id}` does."""
     await agents.forget_thread(thread_id)
     return Response(status_code=204)
 
 
-@api.get("/threads/{thread_id}/state")
+@api.get("/threads/{thread_id:thread}/state", responses=NAMED)
 async def get_state(thread_id: ThreadId, agents: Agents, subgraphs: Subgraphs = False) -> Response:
     """The thread's latest state; its `messages` are the whole history, as
     `GET /api/threads/{thread_id}` shows it (older ones from the transcript)."""
@@ -195,7 +227,7 @@ async def get_state(thread_id: ThreadId, agents: Agents, subgraphs: Subgraphs = 
     return answer(agents, state_resource(state.snapshot, state.messages))
 
 
-@api.get("/threads/{thread_id}/state/{checkpoint_id}")
+@api.get("/threads/{thread_id:thread}/state/{checkpoint_id}", responses=NAMED)
 async def get_state_at(
     thread_id: ThreadId, checkpoint_id: str, agents: Agents, subgraphs: Subgraphs = False
 ) -> Response:
@@ -204,7 +236,12 @@ async def get_state_at(
     return answer(agents, state_resource(state.snapshot))
 
 
-@api.post("/threads/{thread_id}/history")
+@api.post(
+    "/threads/{thread_id:thread}/history",
+    responses=READS_BODY,
+    openapi_extra=body_doc(HistoryQuery, required=False),
+)
+@takes_no_body
 async def get_history(thread_id: ThreadId, request: Request, agents: Agents) -> Response:
     """The thread's checkpoints as states, newest first: `limit`, `before` a checkpoint."""
     query = await body_of(request, agents, HistoryQuery)
