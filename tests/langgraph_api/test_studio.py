@@ -51,11 +51,18 @@ def test_studio_s_text_plain_bodies_run_the_agent_and_expose_what_it_reads(
         "/assistants/search", content=json.dumps({"graph_id": "weather"}), headers=studio
     )
     thread = api.http.post("/threads", content="{}", headers=studio).json()
-    body = {"assistant_id": "weather", "input": {"messages": [{"role": "user", "content": "天气"}]},
-            "stream_mode": ["values"]}
+    body = {
+        "assistant_id": "weather",
+        "input": {"messages": [{"role": "user", "content": "天气"}]},
+        "stream_mode": ["values"],
+    }
     stream = Stream(status=0)
-    with api.http.stream("POST", f"/threads/{thread['thread_id']}/runs/stream",
-                         content=json.dumps(body), headers=studio) as response:
+    with api.http.stream(
+        "POST",
+        f"/threads/{thread['thread_id']}/runs/stream",
+        content=json.dumps(body),
+        headers=studio,
+    ) as response:
         stream.status = response.status_code
         exposed = response.headers["access-control-expose-headers"].lower()
         location = response.headers["content-location"]
@@ -75,14 +82,16 @@ def test_studio_s_text_plain_bodies_run_the_agent_and_expose_what_it_reads(
 def test_text_plain_is_refused_from_other_origins_and_on_the_agui_api(api: Api) -> None:
     body = json.dumps({"graph_id": "weather"})
     elsewhere = api.http.post(
-        "/assistants/search", content=body,
+        "/assistants/search",
+        content=body,
         headers={"Origin": "https://evil.example", "Content-Type": "text/plain"},
     )
     no_origin = api.http.post(
         "/assistants/search", content=body, headers={"Content-Type": "text/plain"}
     )
     agui = api.http.post(
-        "/api/chat", content=json.dumps({"graph": "weather", "message": "hi"}),
+        "/api/chat",
+        content=json.dumps({"graph": "weather", "message": "hi"}),
         headers={"Origin": STUDIO, "Content-Type": "text/plain"},
     )
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.runs.service import AgentService
 from app.http.langgraph.common import (
+    Count,
     NAMED,
     READS_BODY,
     Agents,
@@ -40,13 +41,13 @@ STARTED_AT = time.time()
 class AssistantSearch(BaseModel):
     """`POST /assistants/search` and `/count`."""
 
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="ignore")
 
     graph_id: str | None = None
     name: str | None = None
     metadata: dict[str, Any] | None = None
-    limit: int = Field(10, ge=1, le=1000)
-    offset: int = Field(0, ge=0)
+    limit: Count = Field(10, ge=1, le=1000)
+    offset: Count = Field(0, ge=0)
 
 
 def assistant(agents: AgentService, graph_id: str) -> dict[str, Any]:

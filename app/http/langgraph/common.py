@@ -9,7 +9,7 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import Response
-from pydantic import BaseModel
+from pydantic import BaseModel, BeforeValidator
 from starlette.convertors import StringConvertor, register_url_convertor
 
 from app.core.errors import NotFound, UnsupportedMediaType
@@ -54,6 +54,19 @@ RunId = Annotated[
 NAMED = errors((404, "no such assistant, thread, run or checkpoint"), (422, "a bad id or query"))
 READS_BODY = {**BODY, **errors((404, "no such assistant, thread or checkpoint"))}
 STARTS = {**STARTS_RUN, **errors((404, "no such assistant, or (a resume) no such thread"))}
+
+
+def _whole(value: Any) -> Any:
+    """A count as JSON Schema's `integer` has it: 3 and 3.0, never `true`."""
+    if isinstance(value, bool):
+        raise ValueError("a number is needed, not a boolean")
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+# A page's `limit` or `offset` in a body.
+Count = Annotated[int, BeforeValidator(_whole)]
 
 
 def body_doc(model: type[BaseModel], *, required: bool = True) -> dict[str, Any]:

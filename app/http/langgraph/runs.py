@@ -125,13 +125,7 @@ def _run_schema(schema: dict[str, Any]) -> None:
         {"required": ["assistant_id", "input"], "properties": {"input": {"type": "object"}}},
         {
             "required": ["assistant_id", "command"],
-            "properties": {
-                "command": {
-                    "type": "object",
-                    "required": ["resume"],
-                    "properties": {"resume": {"not": {"type": "null"}}},
-                }
-            },
+            "properties": {"command": {"type": "object", "required": ["resume"]}},
         },
     ]
 
@@ -147,7 +141,7 @@ class RunCommand(BaseModel):
 class RunCreate(BaseModel):
     """A run as langgraph-sdk sends it (the fields this server reads; others are ignored)."""
 
-    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=_run_schema)
+    model_config = ConfigDict(extra="ignore", json_schema_extra=_run_schema)
 
     assistant_id: str
     input: dict[str, Any] | None = None
@@ -157,13 +151,6 @@ class RunCreate(BaseModel):
     multitask_strategy: MultitaskStrategy = "enqueue"
     on_disconnect: Literal["cancel", "continue"] = "continue"
     if_not_exists: Literal["create", "reject"] | None = None
-
-
-class ListQuery(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    limit: int = Field(10, ge=1, le=MAX_THREADS)
-    offset: int = Field(0, ge=0)
 
 
 def _user_messages(run_input: dict[str, Any] | None) -> list[Message]:
@@ -208,7 +195,7 @@ async def start(agents: AgentService, thread_id: str, body: RunCreate) -> Run:
         raise Invalid("unsupported", NO_GOTO)
     messages = _user_messages(body.input)
     resume = None
-    if command is not None and command.resume is not None:
+    if command is not None and "resume" in command.model_fields_set:
         resume = await _answers(agents, thread_id, command.resume)
     elif not messages:
         raise Invalid("no_user_message", NO_INPUT)

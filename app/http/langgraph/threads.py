@@ -22,6 +22,7 @@ from app.core.runs.prepare import THREAD_ID
 from app.core.runs.service import AgentService
 from app.core.runs.threads import ThreadState
 from app.http.langgraph.common import (
+    Count,
     NAMED,
     READS_BODY,
     Agents,
@@ -49,7 +50,7 @@ THREAD_EXISTS = 'thread {thread_id} exists already (if_exists: "do_nothing" retu
 
 
 class ThreadCreate(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="ignore")
 
     thread_id: str | None = Field(None, json_schema_extra={"pattern": f"^{THREAD_ID.pattern}$"})
     metadata: dict[str, Any] | None = None
@@ -57,13 +58,13 @@ class ThreadCreate(BaseModel):
 
 
 class ThreadSearch(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="ignore")
 
     metadata: dict[str, Any] | None = None
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
     ids: list[str] | None = None
-    limit: int = Field(10, ge=1, le=MAX_THREADS)
-    offset: int = Field(0, ge=0)
+    limit: Count = Field(10, ge=1, le=MAX_THREADS)
+    offset: Count = Field(0, ge=0)
 
 
 class TitleOnly(BaseModel):
@@ -78,15 +79,15 @@ class TitleOnly(BaseModel):
 
 
 class ThreadPatch(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="ignore")
 
     metadata: TitleOnly
 
 
 class HistoryQuery(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="ignore")
 
-    limit: int = Field(10, ge=1, le=1000)
+    limit: Count = Field(10, ge=1, le=1000)
     before: dict[str, Any] | str | None = None
     metadata: dict[str, Any] | None = None
     checkpoint: dict[str, Any] | None = None
