@@ -194,3 +194,45 @@ async def test_a_rejoin_with_last_event_id_sends_what_followed_it_once(
     assert rest == whole[cut + 1 :]
     assert rest[-1][0] == "end"
     assert {event for event, _, _ in whole} >= {"metadata", "values", "messages", "updates", "end"}
+
+
+async def test_a_run_from_an_earlier_checkpoint_forks_the_thread(
+    client: LangGraphClient, llm: ScriptedLLM, api: Api
+) -> None:
+    thread_id = (await client.threads.create())["thread_id"]
+    llm.script(text("北京晴。"), text("上海雨。"))
+    await client.runs.wait(
+        thread_id, "weather", input={"messages": [{"role": "user", "content": "北京"}]}
+    )
+    await client.runs.wait(
+        thread_id, "weather", input={"messages": [{"role": "user", "content": "上海"}]}
+    )
+    history = await client.threads.get_history(thread_id, limit=100)
+    after_first = next(
+        s
+        for s in history
+        if [m["content"] for m in s["values"].get("messages", [])] == ["北京", "北京晴。"]
+    )
+
+    llm.script(text("广州多云。"))
+    forked = await client.runs.wait(
+        thread_id,
+        "weather",
+        input={"messages": [{"role": "user", "content": "广州"}]},
+        checkpoint_id=after_first["checkpoint"]["checkpoint_id"],
+    )
+
+    assert [m["content"] for m in forked["messages"]] == ["北京", "北京晴。", "广州", "广州多云。"]
+    state = await client.threads.get_state(thread_id)
+    assert [m["content"] for m in state["values"]["messages"]] == [
+        "北京",
+        "北京晴。",
+        "广州",
+        "广州多云。",
+    ]
+    assert state["parent_checkpoint"] is not None
+    missing = await client.http.client.post(
+        f"/threads/{thread_id}/runs/wait",
+        json={"assistant_id": "weather", "input": {"messages": ["再来"]}, "checkpoint_id": "nope"},
+    )
+    assert (missing.status_code, missing.json()["code"]) == (404, "unknown_thread")

@@ -151,6 +151,8 @@ PURGE_EVERY_S = 60.0
 READY_TIMEOUT_S = 1.0  # how long /readyz waits for the database
 # Where a run request keeps what its protocol asked beyond the run (`start_run`).
 PROTOCOL_KEY = "protocol"
+# Where a run request keeps the checkpoint a fork starts from (`start_run`).
+FORK_KEY = "checkpointId"
 UNKNOWN_CHECKPOINT = "thread {thread_id} has no checkpoint {checkpoint_id}"
 
 # Another process's log: its events are not announced (a NOTIFY per log write would
@@ -249,11 +251,13 @@ class AgentService:
         multitask_strategy: MultitaskStrategy = "reject",
         origin: ThreadOrigin = "api",
         protocol: Mapping[str, Any] | None = None,
+        checkpoint_id: str | None = None,
     ) -> Run:
         """Check, record and start a run: the one way a run starts (`origin`: where a
         thread it starts is said to be started; `protocol`: what the client's protocol
         asked beyond the run itself, kept with the request for its readers, e.g.
-        LangGraph's stream modes).
+        LangGraph's stream modes; `checkpoint_id`: run from that checkpoint of the
+        thread rather than its latest, a fork, as LangGraph's time travel does).
 
         Raises a ServiceError (nothing recorded, nothing changed) when the request or
         the thread's state refuses it. The run then executes on its own; follow it
@@ -264,6 +268,14 @@ class AgentService:
         graph = self.graph(graph_id)
         check_thread_id(thread_id)
         check_run_id(run_id)
+        if checkpoint_id is not None:
+            at = run_config(thread_id, graph_id)
+            at["configurable"]["checkpoint_id"] = checkpoint_id
+            if await self.saver.aget_tuple(at) is None:
+                missing = UNKNOWN_CHECKPOINT.format(
+                    thread_id=thread_id, checkpoint_id=checkpoint_id
+                )
+                raise NotFound("unknown_thread", missing[:300])
         await self._wait_for_leaving(thread_id)
         ahead = list(self._threads.get(thread_id, ()))
         if any(run.run_id == run_id for run in ahead):
@@ -281,6 +293,8 @@ class AgentService:
         }
         if protocol is not None:
             request[PROTOCOL_KEY] = dict(protocol)
+        if checkpoint_id is not None:
+            request[FORK_KEY] = checkpoint_id
         record = RunRecord(
             run_id=run_id,
             thread_id=thread_id,
@@ -347,6 +361,7 @@ class AgentService:
         self, run: Run, graph: CompiledStateGraph, checkpoint_id: str | None = None
     ) -> PreparedRun:
         request = run.request
+        checkpoint_id = checkpoint_id or request.get(FORK_KEY)
         return await prepare_run(
             graph,
             graph_id=run.record.graph,
@@ -379,6 +394,8 @@ class AgentService:
             fork: str | None = None
             if prepared is None:
                 prepared, fork = await self._begin(run, graph)
+            if not resumed:  # a fork starts from its checkpoint (a rollback's wins)
+                fork = fork or run.request.get(FORK_KEY)
             run.prepared = prepared
             watch.entered(None if resumed else run.request.get("resume"))
             metadata = {**prepared.config.get("metadata", {}), RUN_KEY: run.run_id}
@@ -638,7 +655,9 @@ class AgentService:
         found = await read_state(self.graphs, self.saver, thread_id, self.transcript, checkpoint_id)
         if found is None:
             if checkpoint_id is not None:
-                missing = UNKNOWN_CHECKPOINT.format(thread_id=thread_id, checkpoint_id=checkpoint_id)
+                missing = UNKNOWN_CHECKPOINT.format(
+                    thread_id=thread_id, checkpoint_id=checkpoint_id
+                )
                 raise NotFound("unknown_thread", missing[:300])
             raise NotFound("unknown_thread", UNKNOWN_THREAD.format(thread_id=thread_id))
         return found

@@ -61,6 +61,7 @@ NOT_USER = (
     "(role user / type human); the thread keeps the rest"
 )
 NO_INPUT = "send input.messages (a user message) or command.resume"
+INPUT_XOR_COMMAND = "send input (a new message) or command (answers), not both"
 NO_GOTO = "command.update and command.goto are not supported here; send command.resume"
 BAD_EVENT_ID = "invalid Last-Event-ID header {value!r}: use the id of an event received"
 
@@ -120,14 +121,14 @@ RUN_RULES: dict[str, Any] = {
 
 def _run_schema(schema: dict[str, Any]) -> None:
     schema["properties"].update(RUN_RULES)
-    # A user message, or answers to resume with.
-    schema["anyOf"] = [
-        {"required": ["assistant_id", "input"], "properties": {"input": {"type": "object"}}},
-        {
-            "required": ["assistant_id", "command"],
-            "properties": {"command": {"type": "object", "required": ["resume"]}},
-        },
-    ]
+    # Answers to resume with (and no input), else a user message. Said with if/then/else:
+    # schemathesis reads a top-level anyOf/oneOf branch without the object's `required`.
+    schema["if"] = {
+        "required": ["command"],
+        "properties": {"command": {"type": "object", "required": ["resume"]}},
+    }
+    schema["then"] = {"properties": {"input": {"type": "null"}}}
+    schema["else"] = {"required": ["input"], "properties": {"input": {"type": "object"}}}
 
 
 class RunCommand(BaseModel):
@@ -151,6 +152,8 @@ class RunCreate(BaseModel):
     multitask_strategy: MultitaskStrategy = "enqueue"
     on_disconnect: Literal["cancel", "continue"] = "continue"
     if_not_exists: Literal["create", "reject"] | None = None
+    checkpoint_id: str | None = Field(None, description="run from this checkpoint: a fork")
+    checkpoint: dict[str, Any] | None = Field(None, description="its `checkpoint_id`, as above")
 
 
 def _user_messages(run_input: dict[str, Any] | None) -> list[Message]:
@@ -193,9 +196,12 @@ async def start(agents: AgentService, thread_id: str, body: RunCreate) -> Run:
     command = body.command
     if command is not None and (command.update is not None or command.goto is not None):
         raise Invalid("unsupported", NO_GOTO)
+    resuming = command is not None and "resume" in command.model_fields_set
+    if resuming and body.input is not None:
+        raise Invalid("invalid_body", INPUT_XOR_COMMAND)
     messages = _user_messages(body.input)
     resume = None
-    if command is not None and "resume" in command.model_fields_set:
+    if command is not None and resuming:
         resume = await _answers(agents, thread_id, command.resume)
     elif not messages:
         raise Invalid("no_user_message", NO_INPUT)
@@ -206,6 +212,7 @@ async def start(agents: AgentService, thread_id: str, body: RunCreate) -> Run:
         messages=messages,
         resume=resume,
         multitask_strategy=body.multitask_strategy,
+        checkpoint_id=body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id"),
         protocol={
             "assistant_id": body.assistant_id,
             "metadata": body.metadata or {},
