@@ -17,7 +17,7 @@ from tests.service.conftest import Api
 pytestmark = pytest.mark.processes  # real servers
 
 
-async def test_info_and_ok_answer(api: Api) -> None:
+def test_info_and_ok_answer(api: Api) -> None:
     info = api.http.get("/info")
     ok = api.http.get("/ok")
 

@@ -39,9 +39,9 @@ async def test_the_weather_question_pauses_and_a_resume_command_answers_it(
     assert events[0] == "metadata" and events[-1] == "end"
     assert {"values", "messages", "updates"} <= set(events)
     assert all(part_id for _, _, part_id in asked)
-    [interrupt] = [
+    [interrupt] = next(
         data["__interrupt__"] for e, data, _ in asked if e == "updates" and "__interrupt__" in data
-    ][0]
+    )
     assert interrupt["value"] == {"type": "input", "message": "哪个城市？", "placeholder": "北京"}
     waiting = await client.threads.get(thread_id)
     assert waiting["status"] == "interrupted"

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.doubles.llm import ScriptedLLM, text
-from tests.service.conftest import Api, parse_sse, Stream
+from tests.service.conftest import Api, Stream
 
 pytestmark = pytest.mark.processes  # real servers
 

@@ -9,8 +9,8 @@ latest checkpoint says which graph it belongs to.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ag_ui.core import (

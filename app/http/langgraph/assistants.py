@@ -18,10 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.runs.service import AgentService
 from app.http.langgraph.common import (
-    Count,
     NAMED,
     READS_BODY,
     Agents,
+    Count,
     answer,
     body_doc,
     body_of,
@@ -152,7 +152,7 @@ async def assistant_schemas(assistant_id: str, agents: Agents) -> Response:
     )
 
 
-def _schema(make: Callable[[], dict[str, Any]]) -> dict[str, Any] | None:
+def _schema(make: Callable[[], dict[str, Any] | None]) -> dict[str, Any] | None:
     """A schema, or None (logged) when pydantic cannot write it: as LangGraph's servers
     answer, so one schema that cannot be drawn leaves the others."""
     try:
@@ -171,5 +171,7 @@ async def assistant_subgraphs(
 ) -> Response:
     """The graph's subgraphs by namespace (the agents have none)."""
     graph = _graph(agents, assistant_id)
-    found = {name: {} for name, _ in graph.get_subgraphs(namespace=namespace, recurse=recurse)}
+    found: dict[str, dict[str, Any]] = {
+        name: {} for name, _ in graph.get_subgraphs(namespace=namespace, recurse=recurse)
+    }
     return answer(agents, found)

@@ -98,19 +98,19 @@ def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
     return inlined
 
 
-class _IdBut(StringConvertor):
+def _id_but(*reserved: str) -> StringConvertor:
     """A path segment that is not one of `reserved`: LangGraph's paths put an id where
     other routes have a word (`/threads/search`, `/runs/stream`), and a request for one
     of those with another method must be 405, not a thread named "search"."""
-
-    def __init__(self, *reserved: str) -> None:
-        self.regex = f"(?!(?:{'|'.join(reserved)})(?:/|$))[^/]+"
+    regex = f"(?!(?:{'|'.join(reserved)})(?:/|$))[^/]+"
+    convertor: StringConvertor = type("IdBut", (StringConvertor,), {"regex": regex})()
+    return convertor
 
 
 # Use as `{thread_id:thread}`, `{run_id:run}`, `{assistant_id:assistant}`.
-register_url_convertor("thread", _IdBut("search", "count"))
-register_url_convertor("run", _IdBut("stream", "wait"))
-register_url_convertor("assistant", _IdBut("search", "count"))
+register_url_convertor("thread", _id_but("search", "count"))
+register_url_convertor("run", _id_but("stream", "wait"))
+register_url_convertor("assistant", _id_but("search", "count"))
 
 
 def router() -> APIRouter:

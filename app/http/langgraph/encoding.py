@@ -334,8 +334,10 @@ class StreamEncoder:
     def _tool_result(self, event: ToolCallResultEvent, out: list[tuple[str, Any]]) -> None:
         metadata = event.metadata or {}
         outcome = metadata.get("outcome")
+        # The run core's results are text; AG-UI's type allows parts too.
+        content = event.content if isinstance(event.content, str) else str(event.content)
         message = ToolMessage(
-            content=event.content,
+            content=content,
             tool_call_id=event.tool_call_id,
             id=event.message_id or None,
             name=self._tool_names.get(event.tool_call_id),

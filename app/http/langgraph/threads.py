@@ -22,10 +22,10 @@ from app.core.runs.prepare import THREAD_ID
 from app.core.runs.service import AgentService
 from app.core.runs.threads import ThreadState
 from app.http.langgraph.common import (
-    Count,
     NAMED,
     READS_BODY,
     Agents,
+    Count,
     ThreadId,
     answer,
     body_doc,
