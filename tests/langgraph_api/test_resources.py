@@ -109,8 +109,8 @@ async def test_bad_run_requests_are_refused_clearly_and_change_nothing(
         (422, "unsupported"),
         (422, "invalid_body"),
     ]
-    with pytest.raises(NotFoundError):
-        await client.threads.get(thread_id)  # nothing was started, so nothing exists
+    assert await client.runs.list(thread_id) == []  # nothing was started
+    assert (await client.threads.get(thread_id))["values"] is None
 
 
 async def test_a_wrong_answer_is_refused_and_the_question_stays(
@@ -144,3 +144,27 @@ def test_studio_is_not_allowed_unless_agent_studio_says_so(api: Api) -> None:
 
     assert "access-control-allow-origin" not in preflight.headers
     assert (text_body.status_code, text_body.json()["code"]) == (415, "unsupported_media_type")
+
+
+async def test_a_created_thread_exists_with_its_metadata_before_its_first_run(
+    client: LangGraphClient, llm: ScriptedLLM
+) -> None:
+    created = await client.threads.create(metadata={"user": "小王"})
+    thread_id = created["thread_id"]
+
+    before = await client.threads.get(thread_id)
+    renamed = await client.threads.update(thread_id, metadata={"title": "问天气"})
+    llm.script(text("晴。"))
+    await client.runs.wait(
+        thread_id, "weather", input={"messages": [{"role": "user", "content": "天气"}]}
+    )
+    after = await client.threads.get(thread_id)
+
+    assert created["metadata"] == {"user": "小王"} and created["status"] == "idle"
+    assert before["metadata"] == {"user": "小王"} and before["values"] is None
+    assert renamed["metadata"] == {"user": "小王", "title": "问天气"}
+    assert after["metadata"]["user"] == "小王" and after["metadata"]["graph_id"] == "weather"
+    assert after["values"]["messages"][-1]["content"] == "晴。"
+    await client.threads.delete(thread_id)
+    with pytest.raises(NotFoundError):
+        await client.threads.get(thread_id)

@@ -20,6 +20,7 @@ cancels sent through another process. A run held here is an `app.core.runs.run.R
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import uuid
@@ -669,6 +670,24 @@ class AgentService:
         latest = await self.state(thread_id)
         graph = self.graph(latest.graph_id)
         return await state_history(graph, thread_id, latest.graph_id, limit=limit, before=before)
+
+    async def create_thread(
+        self, thread_id: str, metadata: Mapping[str, Any], *, replace: bool = False
+    ) -> bool:
+        """Record a thread before its first run, with its metadata (LangGraph's
+        `POST /threads`); False when it was recorded already (`replace`: its metadata is
+        replaced then)."""
+        check_thread_id(thread_id)
+        text = json.dumps(dict(metadata), ensure_ascii=False)
+        return await self.store.create_thread(thread_id, text, time.time(), replace=replace)
+
+    async def created_thread(self, thread_id: str) -> tuple[dict[str, Any], float] | None:
+        """The metadata and creation time `create_thread` recorded, or None."""
+        found = await self.store.created_thread(check_thread_id(thread_id))
+        if found is None:
+            return None
+        metadata = json.loads(found[0])
+        return (metadata if isinstance(metadata, dict) else {}), found[1]
 
     async def run_start(self, thread_id: str, run_id: str) -> StoredRun:
         """A run's record, request and the checkpoint it started from (live as this

@@ -314,8 +314,31 @@ class SqlRunStore(ABC):
                 ("DELETE FROM agent_threads WHERE thread_id=?", (thread_id,)),
                 ("DELETE FROM agent_thread_leases WHERE thread_id=?", (thread_id,)),
                 ("DELETE FROM agent_messages WHERE thread_id=?", (thread_id,)),
+                ("DELETE FROM agent_created_threads WHERE thread_id=?", (thread_id,)),
             )
         )
+
+    async def create_thread(
+        self, thread_id: str, metadata: str, created_at: float, *, replace: bool = False
+    ) -> bool:
+        conflict = "UPDATE SET metadata=excluded.metadata" if replace else "NOTHING"
+        count = await self._transaction(
+            (
+                (
+                    "INSERT INTO agent_created_threads (thread_id, metadata, created_at)"
+                    f" VALUES (?,?,?) ON CONFLICT (thread_id) DO {conflict}",
+                    (thread_id, storable(metadata), created_at),
+                ),
+            )
+        )
+        return bool(count)
+
+    async def created_thread(self, thread_id: str) -> tuple[str, float] | None:
+        rows = await self._read(
+            "SELECT metadata, created_at FROM agent_created_threads WHERE thread_id=?",
+            (thread_id,),
+        )
+        return (rows[0][0], rows[0][1]) if rows else None
 
     async def keep_messages(self, thread_id: str, messages: Sequence[KeptMessage]) -> None:
         rows = [(thread_id, *message) for message in messages]

@@ -1,10 +1,11 @@
 """Threads, their state and history, as LangGraph's API shows them, read from the same
 checkpoints and run records as `/api/threads`.
 
-A thread exists once it has a checkpoint or a run. `POST /threads` answers a new thread
-without writing anything (its first run records it), so the metadata given there is not
-kept; a thread's metadata is its `graph_id`, `assistant_id` and `title`, and `PATCH`
-renames it through `metadata.title` (other keys are refused).
+A thread exists once it has a checkpoint, a run, or was created by `POST /threads`,
+which keeps the metadata given (`AgentService.create_thread`). Besides that metadata, a
+thread's are its `graph_id`, `assistant_id` and `title`; `PATCH` renames it through
+`metadata.title` (other keys are refused). The search lists the threads with runs
+(`/api/threads`' list).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from app.http.routes import BODY, MAX_THREADS, takes_no_body
 api = router()
 # The agents have no subgraphs: their states are the same either way.
 Subgraphs = Annotated[bool, Query(description="include subgraphs' states (the agents have none)")]
+UNKNOWN_THREAD = "thread {thread_id} not found"
 THREAD_EXISTS = 'thread {thread_id} exists already (if_exists: "do_nothing" returns it)'
 
 
@@ -104,19 +106,23 @@ async def read_thread(agents: AgentService, thread_id: str) -> dict[str, Any]:
     """The thread as langgraph-sdk's `Thread`, its values the whole history; NotFound."""
     state = await _state_or_none(agents, thread_id)
     records = await agents.runs(thread_id)
-    if state is None and not records:
-        raise NotFound("unknown_thread", f"thread {thread_id} not found")
+    created = await agents.created_thread(thread_id)
+    if state is None and not records and created is None:
+        raise NotFound("unknown_thread", UNKNOWN_THREAD.format(thread_id=thread_id))
+    metadata, created_at = created or ({}, None)
     times = [r.created_at for r in records] + [r.finished_at or 0.0 for r in records]
-    now = time.time()
+    first = created_at or min((r.created_at for r in records), default=time.time())
     values = state_resource(state.snapshot, state.messages)["values"] if state else None
+    graph_id = state.graph_id if state else records[0].graph if records else None
     return thread_resource(
         thread_id,
-        graph_id=state.graph_id if state else records[0].graph,
-        created_at=min((r.created_at for r in records), default=now),
-        updated_at=max(times, default=now),
+        graph_id=graph_id,
+        created_at=first,
+        updated_at=max(times, default=first),
         status=thread_status(records),
         values=values,
         interrupts=interrupts_of(state.snapshot) if state else {},
+        metadata=metadata,
     )
 
 
@@ -139,18 +145,9 @@ async def create_thread(request: Request, agents: Agents) -> Response:
         if body.if_exists == "do_nothing":
             return answer(agents, existing)
         raise Conflict("thread_exists", THREAD_EXISTS.format(thread_id=thread_id))
-    now = time.time()
-    graph_id = (body.metadata or {}).get("graph_id")
-    known = graph_id if isinstance(graph_id, str) and graph_id in agents.graphs else None
-    fresh = thread_resource(
-        thread_id,
-        graph_id=known,
-        created_at=now,
-        updated_at=now,
-        status="idle",
-        metadata=body.metadata,
-    )
-    return answer(agents, fresh)
+    if not await agents.create_thread(thread_id, body.metadata or {}):  # created meanwhile
+        raise Conflict("thread_exists", THREAD_EXISTS.format(thread_id=thread_id))
+    return answer(agents, await read_thread(agents, thread_id))
 
 
 async def _search(agents: AgentService, search: ThreadSearch) -> list[dict[str, Any]]:
@@ -205,7 +202,15 @@ async def show_thread(
 async def patch_thread(thread_id: ThreadId, request: Request, agents: Agents) -> Response:
     """Rename the thread (`metadata.title`); other metadata is refused (422)."""
     body = await body_of(request, agents, ThreadPatch)
-    await agents.rename_thread(thread_id, body.metadata.title)
+    title = body.metadata.title
+    created = await agents.created_thread(thread_id)
+    try:
+        await agents.rename_thread(thread_id, title)  # a bad title is refused here first
+    except NotFound:  # no run yet: its created record holds the title
+        if created is None:
+            raise
+    if created is not None:  # its metadata, shown before and after its first run
+        await agents.create_thread(thread_id, {**created[0], "title": title}, replace=True)
     return answer(agents, await read_thread(agents, thread_id))
 
 

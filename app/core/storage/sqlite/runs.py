@@ -88,6 +88,11 @@ CREATE TABLE IF NOT EXISTS agent_messages (
     data BLOB NOT NULL,
     PRIMARY KEY (thread_id, message_id)
 );
+CREATE TABLE IF NOT EXISTS agent_created_threads (
+    thread_id TEXT PRIMARY KEY,
+    metadata TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
 """
 # Columns added after the first release: added to an older database's agent_runs.
 RUN_COLUMNS = {
