@@ -28,12 +28,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-# typing_extensions: pydantic reads the state schema (LangGraph API schemas) only from it on 3.11.
-from typing_extensions import TypedDict
-
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
+
+# typing_extensions: pydantic reads the state schema (LangGraph API schemas) only from it on 3.11.
+from typing_extensions import TypedDict
 
 from graphs.provider_quirks import REASONING_KEY
 from graphs.settings import GraphSettings
