@@ -236,3 +236,36 @@ async def test_a_run_from_an_earlier_checkpoint_forks_the_thread(
         json={"assistant_id": "weather", "input": {"messages": ["再来"]}, "checkpoint_id": "nope"},
     )
     assert (missing.status_code, missing.json()["code"]) == (404, "unknown_thread")
+
+
+async def test_messages_mode_sends_metadata_then_growing_partials_and_whole_tool_messages(
+    client: LangGraphClient, llm: ScriptedLLM
+) -> None:
+    llm.script(tool_call("get_weather", {"location": "北京"}), text("北京今天晴，气温适宜。"))
+    thread_id = (await client.threads.create())["thread_id"]
+
+    parts = await collect(
+        client.runs.stream(
+            thread_id,
+            "weather",
+            input={"messages": [{"role": "user", "content": "北京天气"}]},
+            stream_mode="messages",
+        )
+    )
+
+    events = [event for event, _, _ in parts]
+    assert set(events) == {
+        "metadata",
+        "messages/metadata",
+        "messages/partial",
+        "messages/complete",
+        "end",
+    }
+    partials = [data[0]["content"] for event, data, _ in parts if event == "messages/partial"]
+    answer = [p for p in partials if p]
+    assert answer[-1] == "北京今天晴，气温适宜。"
+    assert all(answer[-1].startswith(p) for p in answer)
+    [tool] = [data[0] for event, data, _ in parts if event == "messages/complete"]
+    assert tool["type"] == "tool" and tool["name"] == "get_weather"
+    first_seen = events.index("messages/metadata")
+    assert first_seen < events.index("messages/partial")
