@@ -21,7 +21,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse
 
-from app.core.errors import Conflict, Invalid
+from app.core.errors import Conflict, Invalid, NotFound
 from app.core.runs.log import Entry, is_terminal
 from app.core.runs.prepare import NOTHING_PENDING
 from app.core.runs.run import Run
@@ -232,8 +232,11 @@ async def encoder_for(
     before: list[Any] = []
     values: dict[str, Any] = {}
     if started.checkpoint_before is not None:
-        state = await agents.state(thread_id, started.checkpoint_before)
-        before, values = state.messages, dict(state.snapshot.values or {})
+        try:
+            state = await agents.state(thread_id, started.checkpoint_before)
+            before, values = state.messages, dict(state.snapshot.values or {})
+        except NotFound:  # pruned since (`react-agent prune`): the run's own parts remain
+            pass
     known = {message.id for message in before}
     added = [m for m in human_messages(request.get("messages") or []) if m.id not in known]
     asked = (request.get(PROTOCOL_KEY) or {}).get("stream_mode")
