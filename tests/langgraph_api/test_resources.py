@@ -3,6 +3,7 @@ clear 4xx (both backends)."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import httpx
@@ -12,7 +13,7 @@ from langgraph_sdk.errors import ConflictError, NotFoundError
 
 from tests.doubles.llm import ScriptedLLM, text, tool_call
 from tests.langgraph_api.conftest import WEATHER_ASSISTANT, collect
-from tests.service.conftest import Api
+from tests.service.conftest import OPENAI_SECRET, Api
 
 pytestmark = pytest.mark.processes  # real servers
 
@@ -168,3 +169,36 @@ async def test_a_created_thread_exists_with_its_metadata_before_its_first_run(
     await client.threads.delete(thread_id)
     with pytest.raises(NotFoundError):
         await client.threads.get(thread_id)
+
+
+async def test_a_secret_a_reply_quoted_is_masked_in_streams_states_and_threads(
+    client: LangGraphClient, llm: ScriptedLLM
+) -> None:
+    thread_id = (await client.threads.create())["thread_id"]
+    llm.script(text(f"你的密钥是 {OPENAI_SECRET}。"), text("好的。"))
+    first = await collect(
+        client.runs.stream(
+            thread_id,
+            "weather",
+            input={"messages": [{"role": "user", "content": "密钥"}]},
+            stream_mode=["values", "messages-tuple"],
+        )
+    )
+    second = await collect(
+        client.runs.stream(
+            thread_id,
+            "weather",
+            input={"messages": [{"role": "user", "content": "再说一次"}]},
+            stream_mode=["values", "updates"],
+        )
+    )
+
+    shown = [
+        first,
+        second,
+        await client.threads.get_state(thread_id),
+        await client.threads.get(thread_id),
+        await client.threads.get_history(thread_id),
+    ]
+    assert all(OPENAI_SECRET not in json.dumps(s, ensure_ascii=False) for s in shown)
+    assert "***" in json.dumps(second, ensure_ascii=False)

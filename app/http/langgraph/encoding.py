@@ -110,8 +110,8 @@ class Part:
     data: Any
     id: str
 
-    def sse(self) -> bytes:
-        return f"event: {self.event}\ndata: {dumps(self.data)}\nid: {self.id}\n\n".encode()
+    def sse(self) -> str:
+        return f"event: {self.event}\ndata: {dumps(self.data)}\nid: {self.id}\n\n"
 
 
 def metadata_part(run_id: str, attempt: int = 1) -> Part:

@@ -268,7 +268,7 @@ def event_stream(
         ended = False
         try:
             if after is None:
-                yield metadata_part(run_id).sse()
+                yield metadata_part(run_id).sse().encode()
             encoder: StreamEncoder | None = None
             async with aclosing(batches):
                 async for batch in batches:
@@ -278,7 +278,7 @@ def event_stream(
                     for entry in batch:
                         made += encoder.parts(entry, after)
                     if made:
-                        yield b"".join(part.sse() for part in made)
+                        yield _masked(agents, "".join(part.sse() for part in made))
             ended = True
         finally:
             if not ended and on_abort is not None and not agents.closing:
@@ -293,6 +293,14 @@ def event_stream(
         shutdown_grace_period=settings.agent_shutdown_grace_s,
         headers=headers,
     )
+
+
+def _masked(agents: AgentService, text: str) -> bytes:
+    """Stream text with any secret masked: the log is masked already, but the values
+    parts carry the thread's history from its checkpoints (a reply that quoted one)."""
+    if agents.redact and agents.redact.found(text):
+        text = agents.redact(text)
+    return text.encode()
 
 
 def _links(thread_id: str, run_id: str, then: str) -> dict[str, str]:
