@@ -315,6 +315,13 @@ class Settings(GraphSettings):
         # `AGENT_PRUNE_IDLE_DAYS=` (as .env.example shows it) means off, not a bad number.
         return None if isinstance(value, str) and not value.strip() else value
 
+    # LangGraph Studio against this server (app.http.langgraph.studio).
+    agent_studio: bool = Field(
+        False,
+        description="allow LangGraph Studio's origin (CORS) and its JSON bodies sent as "
+        "text/plain on LangGraph's API",
+    )
+
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:

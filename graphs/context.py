@@ -26,11 +26,14 @@ import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, TypedDict
+from typing import Any, Final
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
+
+# typing_extensions: pydantic reads the state schema (LangGraph API schemas) only from it on 3.11.
+from typing_extensions import TypedDict
 
 from graphs.provider_quirks import REASONING_KEY
 from graphs.settings import GraphSettings

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Annotated, Any, Final, Literal, NotRequired, TypedDict
+from typing import Annotated, Any, Final, Literal, NotRequired
 
 import openai
 from langchain_core.messages import AIMessage, AnyMessage
@@ -13,6 +13,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.managed import RemainingSteps
 from langgraph.types import Send
+
+# typing_extensions: pydantic reads the state schema (LangGraph API schemas) only from it on 3.11.
+from typing_extensions import TypedDict
 
 from graphs.budget import BoundModel, ContextBudget
 from graphs.context import Summary, Wire

@@ -62,6 +62,7 @@ ErrorCode = Literal[
     "nothing_pending",
     "unknown_interrupt",
     "run_expired",
+    "thread_exists",
     # too many runs already waiting, or a user's limit reached (429)
     "queue_full",
     "too_many_runs",
@@ -83,6 +84,7 @@ ErrorCode = Literal[
     "invalid_answer",
     "duplicate_answer",
     "invalid_request",
+    "unsupported",
     # the framework's own refusals besides 404 and 405 (a static file it may not read: 401)
     "http_400",
     "http_401",

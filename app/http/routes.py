@@ -118,7 +118,8 @@ async def known_query(request: Request) -> None:
     if not request.query_params:
         return
     route = request.scope.get("route")
-    taken = _query_names(request.app, getattr(route, "path", ""), request.method)
+    # `path_format`: the path as the API document writes it (no `{name:convertor}`).
+    taken = _query_names(request.app, getattr(route, "path_format", ""), request.method)
     unknown = sorted(set(request.query_params) - taken)
     if unknown:
         names = ", ".join(repr(name[:40]) for name in unknown[:5])

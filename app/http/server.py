@@ -30,7 +30,6 @@ import httpx
 from ag_ui.core import RunAgentInput
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
@@ -47,6 +46,8 @@ from app.core.users.access import Access
 from app.http.a2a.mount import mount_a2a
 from app.http.deadlines import BodyDeadline
 from app.http.hosts import HostGuard
+from app.http.langgraph import langgraph_api
+from app.http.langgraph.studio import allow_origins
 from app.http.mcp.mount import mount_mcp
 from app.http.observability import add_probes, count_requests, trace_requests
 from app.http.openapi import CONNECTION_REFUSALS, errors, key_docs, mount_docs, operation_id
@@ -110,14 +111,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.add_middleware(BodyDeadline, timeout_s=settings.agent_body_timeout_s)
-    if settings.agent_cors_origins:
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=settings.agent_cors_origins,
-            allow_methods=["GET", "POST", "PATCH", "DELETE"],
-            # Last-Event-ID: a rejoin (`.../stream`) from the allowed origin says where it left.
-            allow_headers=["Authorization", "Content-Type", "Accept", "Last-Event-ID"],
-        )
+    allow_origins(app, settings)  # AGENT_CORS_ORIGINS, and Studio's with AGENT_STUDIO
     allowed_hosts = settings.allowed_hosts
     if allowed_hosts is not None:
         app.add_middleware(HostGuard, allowed=allowed_hosts)  # outside CORS: checked first
@@ -145,6 +139,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # graph list reads the database: 503 when it does not answer.
     responses = {**CONNECTION_REFUSALS, **errors(503), **key.responses}
     app.include_router(api, responses=responses, dependencies=key.dependencies)
+    # LangGraph's own API at the root, for langgraph-sdk and Studio (`app.http.langgraph`).
+    app.include_router(langgraph_api(), responses=responses, dependencies=key.dependencies)
     _document_bodies(app, {"/api/agents/{graph_id}": RunAgentInput, "/api/chat": ChatRequest})
     mcp = mount_mcp(app)  # the agents as MCP tools (app.http.mcp), same key as /api
     a2a = mount_a2a(app)  # the agents over A2A (app.http.a2a), same key as /api

@@ -20,10 +20,18 @@ cancels sent through another process. A run held here is an `app.core.runs.run.R
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Mapping,
+    Sequence,
+)
 from contextlib import aclosing, asynccontextmanager, suppress
 from typing import Any
 
@@ -40,6 +48,7 @@ from langchain_core.messages import AnyMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import StateSnapshot
 from pydantic import TypeAdapter
 
 from app.core.errors import (
@@ -73,10 +82,13 @@ from app.core.runs.recovery import Recovery, this_process
 from app.core.runs.run import LEAVING, Run, messages_adapter
 from app.core.runs.threads import (
     RUN_KEY,
+    ThreadState,
     ThreadView,
     delete_thread,
+    read_state,
     read_thread,
     run_config,
+    state_history,
 )
 from app.core.runs.titles import ThreadTitles
 from app.core.runs.transcript import ThreadTranscript
@@ -140,6 +152,12 @@ MOVED_ON = "运行无法恢复：此后会话中已有其他运行，继续它�
 LEAVING_WAIT_S = 5.0
 PURGE_EVERY_S = 60.0
 READY_TIMEOUT_S = 1.0  # how long /readyz waits for the database
+# Where a run request keeps what its protocol asked beyond the run (`start_run`).
+PROTOCOL_KEY = "protocol"
+# Where a run request keeps the checkpoint a fork starts from (`start_run`).
+FORK_KEY = "checkpointId"
+UNKNOWN_CHECKPOINT = "thread {thread_id} has no checkpoint {checkpoint_id}"
+
 # Another process's log: its events are not announced (a NOTIFY per log write would
 # serialize every commit that carries one, on the busiest path), so a reader polls.
 POLL_S = 0.1
@@ -242,10 +260,16 @@ class AgentService:
         multitask_strategy: MultitaskStrategy = "reject",
         origin: ThreadOrigin = "api",
         caller: Caller = OPEN,
+        protocol: Mapping[str, Any] | None = None,
+        checkpoint_id: str | None = None,
     ) -> Run:
         """Check, record and start a run: the one way a run starts (`origin`: where a
         thread it starts is said to be started; `caller`: who starts it, the owner of a
-        thread it starts; another user's thread is NotFound unless `caller` is an admin).
+        thread it starts; another user's thread is NotFound unless `caller` is an admin;
+        `protocol`: what the client's protocol asked beyond the run itself, kept with the
+        request for its readers, e.g. LangGraph's stream modes; `checkpoint_id`: run from
+        that checkpoint of the thread rather than its latest, a fork, as LangGraph's time
+        travel does).
 
         Raises a ServiceError (nothing recorded, nothing changed) when the request or
         the thread's state refuses it. The run then executes on its own; follow it
@@ -260,6 +284,14 @@ class AgentService:
             # Before anything that could tell the thread exists (busy, a run id taken).
             await self.check_owner(thread_id, caller)
             await self.fair_use.before_run(caller)
+        if checkpoint_id is not None:
+            at = run_config(thread_id, graph_id)
+            at["configurable"]["checkpoint_id"] = checkpoint_id
+            if await self.saver.aget_tuple(at) is None:
+                missing = UNKNOWN_CHECKPOINT.format(
+                    thread_id=thread_id, checkpoint_id=checkpoint_id
+                )
+                raise NotFound("unknown_thread", missing[:300])
         await self._wait_for_leaving(thread_id)
         ahead = list(self._threads.get(thread_id, ()))
         if any(run.run_id == run_id for run in ahead):
@@ -275,6 +307,10 @@ class AgentService:
             "resume": [r.model_dump(mode="json", by_alias=True) for r in resume or ()],
             "streamTokens": stream_tokens,
         }
+        if protocol is not None:
+            request[PROTOCOL_KEY] = dict(protocol)
+        if checkpoint_id is not None:
+            request[FORK_KEY] = checkpoint_id
         record = RunRecord(
             run_id=run_id,
             thread_id=thread_id,
@@ -348,6 +384,7 @@ class AgentService:
         self, run: Run, graph: CompiledStateGraph, checkpoint_id: str | None = None
     ) -> PreparedRun:
         request = run.request
+        checkpoint_id = checkpoint_id or request.get(FORK_KEY)
         return await prepare_run(
             graph,
             graph_id=run.record.graph,
@@ -381,6 +418,8 @@ class AgentService:
             fork: str | None = None
             if prepared is None:
                 prepared, fork = await self._begin(run, graph)
+            if not resumed:  # a fork starts from its checkpoint (a rollback's wins)
+                fork = fork or run.request.get(FORK_KEY)
             run.prepared = prepared
             watch.entered(None if resumed else run.request.get("resume"))
             metadata = {**prepared.config.get("metadata", {}), RUN_KEY: run.run_id}
@@ -634,6 +673,70 @@ class AgentService:
         if self.redact.found(view.model_dump_json()):  # a reply that quoted a secret
             view = ThreadView.model_validate(self.redact.value(view.model_dump(by_alias=True)))
         return view
+
+    async def state(self, thread_id: str, checkpoint_id: str | None = None) -> ThreadState:
+        """The thread's state at `checkpoint_id` (None: its latest), its messages the whole
+        history; NotFound when there is no such thread or checkpoint. Not masked: the
+        caller encodes it, and masks what it encodes (`redact`)."""
+        thread_id = check_thread_id(thread_id)
+        found = await read_state(self.graphs, self.saver, thread_id, self.transcript, checkpoint_id)
+        if found is None:
+            if checkpoint_id is not None:
+                missing = UNKNOWN_CHECKPOINT.format(
+                    thread_id=thread_id, checkpoint_id=checkpoint_id
+                )
+                raise NotFound("unknown_thread", missing[:300])
+            raise NotFound("unknown_thread", UNKNOWN_THREAD.format(thread_id=thread_id))
+        return found
+
+    async def history(
+        self, thread_id: str, *, limit: int, before: str | None = None
+    ) -> list[StateSnapshot]:
+        """The thread's checkpoints as states, newest first; NotFound for no thread."""
+        latest = await self.state(thread_id)
+        graph = self.graph(latest.graph_id)
+        return await state_history(graph, thread_id, latest.graph_id, limit=limit, before=before)
+
+    async def create_thread(
+        self,
+        thread_id: str,
+        metadata: Mapping[str, Any],
+        *,
+        replace: bool = False,
+        caller: Caller = OPEN,
+    ) -> bool:
+        """Record a thread before its first run, with its metadata, owned by `caller`
+        (LangGraph's `POST /threads`); False when it was recorded already (`replace`: its
+        metadata is replaced then)."""
+        check_thread_id(thread_id)
+        text = json.dumps(dict(metadata), ensure_ascii=False)
+        return await self.store.create_thread(
+            thread_id, text, time.time(), replace=replace, user_id=caller.user_id
+        )
+
+    async def created_thread(self, thread_id: str) -> tuple[dict[str, Any], float] | None:
+        """The metadata and creation time `create_thread` recorded, or None."""
+        found = await self.store.created_thread(check_thread_id(thread_id))
+        if found is None:
+            return None
+        metadata = json.loads(found[0])
+        return (metadata if isinstance(metadata, dict) else {}), found[1]
+
+    async def run_start(self, thread_id: str, run_id: str) -> StoredRun:
+        """A run's record, request and the checkpoint it started from (live as this
+        process holds it); NotFound when there is none."""
+        live = self.held(check_thread_id(thread_id), check_run_id(run_id))
+        if live is not None:
+            return StoredRun(
+                record=live.record,
+                owner=self.owner,
+                request=live.request,
+                checkpoint_before=live.checkpoint_before,
+            )
+        stored = await self.store.get(thread_id, run_id)
+        if stored is None:
+            raise NotFound("unknown_run", UNKNOWN_RUN.format(run_id=run_id, thread_id=thread_id))
+        return stored
 
     async def threads(
         self, graph_id: str | None = None, limit: int = 50, owner: str | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ag_ui.core import (
@@ -298,3 +299,62 @@ async def read_thread(
 async def delete_thread(saver: BaseCheckpointSaver, thread_id: str) -> None:
     """Forget every checkpoint of `thread_id`."""
     await saver.adelete_thread(thread_id)
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadState:
+    """A thread's state at one checkpoint, for clients that read LangGraph's own shapes
+    (`app.http.langgraph`): the snapshot, with the whole history as its messages (the
+    transcript's, then the state's)."""
+
+    graph_id: str
+    snapshot: StateSnapshot
+    messages: list[AnyMessage]
+
+
+def _at(config: RunnableConfig, checkpoint_id: str | None) -> RunnableConfig:
+    if checkpoint_id is None:
+        return config
+    return {**config, "configurable": {**config["configurable"], "checkpoint_id": checkpoint_id}}
+
+
+async def read_state(
+    graphs: Mapping[str, CompiledStateGraph],
+    saver: BaseCheckpointSaver,
+    thread_id: str,
+    transcript: ThreadTranscript | None = None,
+    checkpoint_id: str | None = None,
+) -> ThreadState | None:
+    """The thread's state at `checkpoint_id` (None: its latest); None when the thread, or
+    that checkpoint of it, does not exist."""
+    probe: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    saved = await saver.aget_tuple(probe)
+    if saved is None or not graphs:
+        return None
+    owner = saved.metadata.get(GRAPH_KEY)
+    graph_id = owner if isinstance(owner, str) and owner in graphs else next(iter(graphs))
+    config = _at(run_config(thread_id, graph_id), checkpoint_id)
+    if checkpoint_id is not None and await saver.aget_tuple(config) is None:
+        return None
+    snapshot = await graphs[graph_id].aget_state(config)
+    messages: list[AnyMessage] = (snapshot.values or {}).get("messages", [])
+    if transcript is not None:
+        messages = await transcript.history(thread_id, messages)
+    return ThreadState(graph_id=graph_id, snapshot=snapshot, messages=messages)
+
+
+async def state_history(
+    graph: CompiledStateGraph,
+    thread_id: str,
+    graph_id: str,
+    *,
+    limit: int,
+    before: str | None = None,
+) -> list[StateSnapshot]:
+    """The thread's checkpoints, newest first, at most `limit`, older than `before`."""
+    config = run_config(thread_id, graph_id)
+    filter_before = _at(config, before) if before is not None else None
+    return [
+        snapshot
+        async for snapshot in graph.aget_state_history(config, limit=limit, before=filter_before)
+    ]

@@ -312,8 +312,24 @@ class RunStore(Protocol):
         """Drop the event logs of runs that finished before `finished_before`."""
 
     async def forget_thread(self, thread_id: str) -> None:
-        """Drop the thread's runs, their logs, its list entry, its lease and its kept
-        messages."""
+        """Drop the thread's runs, their logs, its list entry, its lease, its kept
+        messages and its creation record."""
+
+    async def create_thread(
+        self,
+        thread_id: str,
+        metadata: str,
+        created_at: float,
+        *,
+        replace: bool = False,
+        user_id: str = ADMIN_ID,
+    ) -> bool:
+        """Record a thread created before its first run (LangGraph's `POST /threads`),
+        owned by `user_id`, with its metadata as JSON; False when it was recorded already
+        (with `replace`, its metadata is then replaced)."""
+
+    async def created_thread(self, thread_id: str) -> tuple[str, float] | None:
+        """(metadata JSON, created_at) of a thread `create_thread` recorded, or None."""
 
     async def keep_messages(self, thread_id: str, messages: Sequence[KeptMessage]) -> None:
         """Append `messages` to the thread's kept messages, skipping ids it holds already."""

@@ -151,6 +151,16 @@ def _insert_run(
     )
 
 
+def owner_query(thread_id: str) -> Step:
+    """Who owns the thread: its first run's user, or whoever created it before any run
+    (LangGraph's `POST /threads`)."""
+    return (
+        "SELECT user_id FROM agent_threads WHERE thread_id=? UNION ALL"
+        " SELECT user_id FROM agent_created_threads WHERE thread_id=? LIMIT 1",
+        (thread_id, thread_id),
+    )
+
+
 def _active_runs_of(user_id: str) -> Step:
     """How many runs of `user_id`'s threads are queued or running."""
     return (
@@ -331,8 +341,37 @@ class SqlRunStore(ABC):
                 ("DELETE FROM agent_threads WHERE thread_id=?", (thread_id,)),
                 ("DELETE FROM agent_thread_leases WHERE thread_id=?", (thread_id,)),
                 ("DELETE FROM agent_messages WHERE thread_id=?", (thread_id,)),
+                ("DELETE FROM agent_created_threads WHERE thread_id=?", (thread_id,)),
             )
         )
+
+    async def create_thread(
+        self,
+        thread_id: str,
+        metadata: str,
+        created_at: float,
+        *,
+        replace: bool = False,
+        user_id: str = ADMIN_ID,
+    ) -> bool:
+        conflict = "UPDATE SET metadata=excluded.metadata" if replace else "NOTHING"
+        count = await self._transaction(
+            (
+                (
+                    "INSERT INTO agent_created_threads (thread_id, metadata, created_at, user_id)"
+                    f" VALUES (?,?,?,?) ON CONFLICT (thread_id) DO {conflict}",
+                    (thread_id, storable(metadata), created_at, user_id),
+                ),
+            )
+        )
+        return bool(count)
+
+    async def created_thread(self, thread_id: str) -> tuple[str, float] | None:
+        rows = await self._read(
+            "SELECT metadata, created_at FROM agent_created_threads WHERE thread_id=?",
+            (thread_id,),
+        )
+        return (rows[0][0], rows[0][1]) if rows else None
 
     async def keep_messages(self, thread_id: str, messages: Sequence[KeptMessage]) -> None:
         rows = [(thread_id, *message) for message in messages]
@@ -518,7 +557,7 @@ class SqlRunStore(ABC):
                     (thread_id, record.created_at - ENDED_WHILE_CHECKED_S),
                 ),
                 ("SELECT 1 FROM agent_runs WHERE thread_id=? AND run_id=?", (thread_id, run_id)),
-                ("SELECT user_id FROM agent_threads WHERE thread_id=?", (thread_id,)),
+                owner_query(thread_id),
                 *(() if max_runs is None else (_active_runs_of(user_id),)),
             ),
             decide,

@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, NamedTuple
 
-from app.core.storage.sql import Step
+from app.core.storage.sql import Step, owner_query
 
 USERS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS agent_users (
@@ -202,7 +202,7 @@ class SqlUserStore(ABC):
         )
 
     async def thread_owner(self, thread_id: str) -> str | None:
-        rows = await self._read("SELECT user_id FROM agent_threads WHERE thread_id=?", (thread_id,))
+        rows = await self._read(*owner_query(thread_id))
         return str(rows[0][0]) if rows else None
 
     # --- `limits`' storage (app.core.users.fair_use.DatabaseCounters) -------------------

@@ -89,6 +89,12 @@ CREATE TABLE IF NOT EXISTS agent_messages (
     PRIMARY KEY (thread_id, message_id)
 );
 CREATE INDEX IF NOT EXISTS agent_messages_order ON agent_messages (thread_id, rowid);
+CREATE TABLE IF NOT EXISTS agent_created_threads (
+    thread_id text PRIMARY KEY,
+    metadata text NOT NULL,
+    created_at double precision NOT NULL,
+    user_id text NOT NULL DEFAULT 'admin'
+);
 ALTER TABLE agent_runs ADD COLUMN IF NOT EXISTS rollback_from text;
 ALTER TABLE agent_runs ADD COLUMN IF NOT EXISTS cancel_requested integer NOT NULL DEFAULT 0;
 CREATE TABLE IF NOT EXISTS agent_schema (version integer NOT NULL);
@@ -98,7 +104,8 @@ CREATE TABLE IF NOT EXISTS agent_schema (version integer NOT NULL);
 # The schema's version, written last by `setup`: a database that has it (and every
 # table) needs no set-up. Raise it with each change to the tables above.
 # 2: agent_replicas, agent_runs.rollback_from/cancel_requested; 3: agent_messages;
-# 4: agent_threads.title_by/origin; 5: users (app.core.storage.users), agent_threads.user_id
+# 4: agent_threads.title_by/origin; 5: users (app.core.storage.users), agent_threads.user_id,
+# agent_created_threads
 SCHEMA_VERSION = 5
 TABLES = (
     "agent_runs",
@@ -107,6 +114,7 @@ TABLES = (
     "agent_thread_leases",
     "agent_replicas",
     "agent_messages",
+    "agent_created_threads",
     "agent_schema",
     *USERS_TABLES,
 )

@@ -90,6 +90,12 @@ CREATE TABLE IF NOT EXISTS agent_messages (
     data BLOB NOT NULL,
     PRIMARY KEY (thread_id, message_id)
 );
+CREATE TABLE IF NOT EXISTS agent_created_threads (
+    thread_id TEXT PRIMARY KEY,
+    metadata TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    user_id TEXT NOT NULL DEFAULT 'admin'
+);
 """
     + USERS_SCHEMA
 )

@@ -1,0 +1,513 @@
+"""Runs through LangGraph's API: each one started by `AgentService.start_run`, so it is a
+run record like any other (listed by `/api/threads/{thread_id}/runs`, cancelled from the
+page, resumed after a crash), and streamed from its log through `encoding.StreamEncoder`.
+
+Input: `input.messages` (user messages: `{"role": "user"}` or `{"type": "human"}`) or
+`command.resume`: a value answers the first pending interrupt, a mapping of pending
+interrupt ids answers each (a bare value is shorthand for `{"value": ...}`, as on
+`/api`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
+from typing import Annotated, Any, Literal
+
+from ag_ui.core import Message, ResumeEntry, RunErrorEvent, UserMessage
+from fastapi import Header, Query, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field
+from sse_starlette import EventSourceResponse
+
+from app.core.errors import Conflict, Invalid, NotFound
+from app.core.runs.log import Entry, is_terminal
+from app.core.runs.prepare import NOTHING_PENDING
+from app.core.runs.run import Run
+from app.core.runs.service import PROTOCOL_KEY, AgentService
+from app.core.storage.runs import MultitaskStrategy
+from app.core.users.identity import Caller
+from app.http.auth import CallerOf
+from app.http.langgraph.common import (
+    NAMED,
+    STARTS,
+    Agents,
+    RunId,
+    ThreadId,
+    answer,
+    body_doc,
+    body_of,
+    graph_of,
+    router,
+)
+from app.http.langgraph.encoding import (
+    ERROR_KEY,
+    INTERRUPT_KEY,
+    RUN_STATUS,
+    Part,
+    StreamEncoder,
+    human_messages,
+    metadata_part,
+    parse_event_id,
+    run_resource,
+    state_resource,
+    stream_modes,
+)
+from app.http.openapi import EVENT_STREAM, errors
+from app.http.routes import MAX_THREADS, takes_no_body
+
+api = router()
+NOT_USER = (
+    "input.messages[{index}] is not a user message: this server takes the user's messages "
+    "(role user / type human); the thread keeps the rest"
+)
+NO_INPUT = "send input.messages (a user message) or command.resume"
+RUN_BODY = (
+    "A run as langgraph-sdk sends it: `input.messages` (the user's messages) or "
+    "`command.resume` (answers to the pending interrupts), not both."
+)
+INPUT_XOR_COMMAND = "send input (a new message) or command (answers), not both"
+NO_GOTO = "command.update and command.goto are not supported here; send command.resume"
+BAD_EVENT_ID = "invalid Last-Event-ID header {value!r}: use the id of an event received"
+
+
+# What the run core takes, as the schema can say it: the user's messages (text), or a
+# resume (`update` and `goto` are refused: 422 `unsupported`).
+TEXT_PARTS = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["type", "text"],
+        "properties": {"type": {"const": "text"}, "text": {"type": "string"}},
+    },
+}
+CONTENT = {"anyOf": [{"type": "string"}, TEXT_PARTS]}
+USER_MESSAGE = {
+    "anyOf": [
+        {"type": "string"},
+        {
+            "type": "object",
+            "required": ["role", "content"],
+            "properties": {"role": {"const": "user"}, "content": CONTENT, "id": {"type": "string"}},
+        },
+        {
+            "type": "object",
+            "required": ["type", "content"],
+            "properties": {
+                "type": {"const": "human"},
+                "content": CONTENT,
+                "id": {"type": "string"},
+            },
+        },
+    ]
+}
+RUN_RULES: dict[str, Any] = {
+    "input": {
+        "anyOf": [
+            {"type": "null"},
+            {
+                "type": "object",
+                "required": ["messages"],
+                "properties": {"messages": {"type": "array", "minItems": 1, "items": USER_MESSAGE}},
+            },
+        ]
+    },
+    "command": {
+        "anyOf": [
+            {"type": "null"},
+            {
+                "type": "object",
+                "properties": {"update": {"type": "null"}, "goto": {"type": "null"}},
+            },
+        ]
+    },
+}
+
+
+def _run_schema(schema: dict[str, Any]) -> None:
+    schema["properties"].update(RUN_RULES)
+    # Either `input.messages` or `command.resume` is needed (else 422 `no_user_message`):
+    # said in words only, as schemathesis cannot generate from the schemas that say it
+    # (a top-level anyOf/oneOf loses the object's `required`; if/then/else breaks its
+    # fuzzing of every other operation).
+    schema["description"] = RUN_BODY
+
+
+class RunCommand(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    resume: Any = None
+    update: Any = None
+    goto: Any = None
+
+
+class RunCreate(BaseModel):
+    """A run as langgraph-sdk sends it (the fields this server reads; others are ignored)."""
+
+    model_config = ConfigDict(extra="ignore", json_schema_extra=_run_schema)
+
+    assistant_id: str
+    input: dict[str, Any] | None = None
+    command: RunCommand | None = None
+    metadata: dict[str, Any] | None = None
+    stream_mode: str | list[str] | None = None
+    multitask_strategy: MultitaskStrategy = "enqueue"
+    on_disconnect: Literal["cancel", "continue"] = "continue"
+    if_not_exists: Literal["create", "reject"] | None = None
+    checkpoint_id: str | None = Field(None, description="run from this checkpoint: a fork")
+    checkpoint: dict[str, Any] | None = Field(None, description="its `checkpoint_id`, as above")
+
+
+def _user_messages(run_input: dict[str, Any] | None) -> list[Message]:
+    messages = (run_input or {}).get("messages") or []
+    if not isinstance(messages, list):
+        messages = [messages]
+    found: list[Message] = []
+    for index, message in enumerate(messages):
+        if isinstance(message, str):
+            message = {"role": "user", "content": message}
+        if not isinstance(message, dict) or (
+            message.get("role") != "user" and message.get("type") != "human"
+        ):
+            raise Invalid("invalid_body", NOT_USER.format(index=index))
+        found.append(
+            UserMessage(
+                id=str(message.get("id") or uuid.uuid4()), content=message.get("content") or ""
+            )
+        )
+    return found
+
+
+async def _answers(agents: AgentService, thread_id: str, resume: Any) -> list[ResumeEntry]:
+    pending = [i.id for i in (await agents.thread(thread_id)).interrupts]
+    if not pending:
+        raise Conflict("nothing_pending", NOTHING_PENDING.format(thread_id=thread_id))
+    if isinstance(resume, dict) and resume and set(resume) <= set(pending):
+        chosen = resume
+    else:
+        chosen = {pending[0]: resume}
+    return [
+        ResumeEntry(interrupt_id=interrupt_id, status="resolved", payload=value)
+        for interrupt_id, value in chosen.items()
+    ]
+
+
+async def start(agents: AgentService, thread_id: str, body: RunCreate, caller: Caller) -> Run:
+    """Start the run the body asks for on `thread_id` as `caller`, through the run core."""
+    graph_id = graph_of(agents, body.assistant_id)
+    command = body.command
+    if command is not None and (command.update is not None or command.goto is not None):
+        raise Invalid("unsupported", NO_GOTO)
+    resuming = command is not None and "resume" in command.model_fields_set
+    if resuming and body.input is not None:
+        raise Invalid("invalid_body", INPUT_XOR_COMMAND)
+    messages = _user_messages(body.input)
+    resume = None
+    if command is not None and resuming:
+        resume = await _answers(agents, thread_id, command.resume)
+    elif not messages:
+        raise Invalid("no_user_message", NO_INPUT)
+    return await agents.start_run(
+        graph_id,
+        thread_id=thread_id,
+        run_id=str(uuid.uuid4()),
+        messages=messages,
+        resume=resume,
+        multitask_strategy=body.multitask_strategy,
+        caller=caller,
+        checkpoint_id=body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id"),
+        protocol={
+            "assistant_id": body.assistant_id,
+            "metadata": body.metadata or {},
+            "stream_mode": list(stream_modes(body.stream_mode)),
+            "multitask_strategy": body.multitask_strategy,
+        },
+    )
+
+
+async def encoder_for(
+    agents: AgentService, thread_id: str, run_id: str, modes: tuple[str, ...] | None
+) -> StreamEncoder:
+    """An encoder for the run, from the thread's history where it started."""
+    started = await agents.run_start(thread_id, run_id)
+    request = started.request
+    before: list[Any] = []
+    values: dict[str, Any] = {}
+    if started.checkpoint_before is not None:
+        try:
+            state = await agents.state(thread_id, started.checkpoint_before)
+            before, values = state.messages, dict(state.snapshot.values or {})
+        except NotFound:  # pruned since (`react-agent prune`): the run's own parts remain
+            pass
+    known = {message.id for message in before}
+    added = [m for m in human_messages(request.get("messages") or []) if m.id not in known]
+    asked = (request.get(PROTOCOL_KEY) or {}).get("stream_mode")
+    return StreamEncoder(
+        modes or stream_modes(asked),
+        thread_id=thread_id,
+        run_id=run_id,
+        graph_id=started.record.graph,
+        before=before,
+        added=added,
+        values=values,
+    )
+
+
+def event_stream(
+    agents: AgentService,
+    thread_id: str,
+    run_id: str,
+    batches: AsyncGenerator[list[Entry], None],
+    *,
+    modes: tuple[str, ...] | None,
+    after: tuple[int, int] | None = None,
+    on_abort: Callable[[], None] | None = None,
+    headers: dict[str, str] | None = None,
+) -> EventSourceResponse:
+    """The run's log as LangGraph stream parts, a batch per write to the socket."""
+
+    async def parts() -> AsyncIterator[bytes]:
+        ended = False
+        try:
+            if after is None:
+                yield metadata_part(run_id).sse().encode()
+            encoder: StreamEncoder | None = None
+            async with aclosing(batches):
+                async for batch in batches:
+                    if encoder is None:  # the run has started: where it started is known
+                        encoder = await encoder_for(agents, thread_id, run_id, modes)
+                    made: list[Part] = []
+                    for entry in batch:
+                        made += encoder.parts(entry, after)
+                    if made:
+                        yield _masked(agents, "".join(part.sse() for part in made))
+            ended = True
+        finally:
+            if not ended and on_abort is not None and not agents.closing:
+                on_abort()
+
+    settings = agents.settings
+    return EventSourceResponse(
+        parts(),
+        ping=settings.agent_sse_keepalive_s,
+        sep="\n",
+        send_timeout=max(30.0, 2 * settings.agent_sse_keepalive_s),
+        shutdown_grace_period=settings.agent_shutdown_grace_s,
+        headers=headers,
+    )
+
+
+def _masked(agents: AgentService, text: str) -> bytes:
+    """Stream text with any secret masked: the log is masked already, but the values
+    parts carry the thread's history from its checkpoints (a reply that quoted one)."""
+    if agents.redact and agents.redact.found(text):
+        text = agents.redact(text)
+    return text.encode()
+
+
+def _links(thread_id: str, run_id: str, then: str) -> dict[str, str]:
+    base = f"/threads/{thread_id}/runs/{run_id}"
+    return {"Content-Location": base, "Location": f"{base}/{then}"}
+
+
+async def _wait(agents: AgentService, thread_id: str, run_id: str) -> RunErrorEvent | None:
+    """Until the run's last event; its error, if it failed."""
+    last: Entry | None = None
+    async with aclosing(await agents.join(thread_id, run_id)) as entries:
+        async for entry in entries:
+            last = entry
+    if last is not None and is_terminal(last):
+        event = last.typed()
+        return event if isinstance(event, RunErrorEvent) else None
+    return None
+
+
+async def final_values(agents: AgentService, thread_id: str, run_id: str) -> dict[str, Any]:
+    """What `/wait` and `/join` answer once the run has ended: the thread's values (the
+    whole history), its pending interrupts under `__interrupt__`, or `__error__`."""
+    error = await _wait(agents, thread_id, run_id)
+    if error is not None:
+        return {ERROR_KEY: {"error": error.code or "run_failed", "message": error.message}}
+    state = await agents.state(thread_id)
+    values: dict[str, Any] = state_resource(state.snapshot, state.messages)["values"]
+    pending = [{"value": i.value, "id": i.id} for i in state.snapshot.interrupts]
+    if pending:
+        values[INTERRUPT_KEY] = pending
+    return values
+
+
+# --- on a thread -------------------------------------------------------------------
+
+
+@api.post(
+    "/threads/{thread_id:thread}/runs/stream",
+    response_class=EventSourceResponse,
+    responses={**EVENT_STREAM, **STARTS},
+    openapi_extra=body_doc(RunCreate),
+)
+async def stream_run(
+    thread_id: ThreadId, request: Request, agents: Agents, caller: CallerOf
+) -> Response:
+    """Start a run and stream it: `metadata`, then the asked modes' parts, then `end`."""
+    body = await body_of(request, agents, RunCreate)
+    run = await start(agents, thread_id, body, caller)
+    on_abort = run.cancel if body.on_disconnect == "cancel" else None
+    return event_stream(
+        agents,
+        thread_id,
+        run.run_id,
+        run.batches(),
+        modes=None,
+        on_abort=on_abort,
+        headers=_links(thread_id, run.run_id, "stream"),
+    )
+
+
+@api.post("/threads/{thread_id:thread}/runs", responses=STARTS, openapi_extra=body_doc(RunCreate))
+async def create_run(
+    thread_id: ThreadId, request: Request, agents: Agents, caller: CallerOf
+) -> Response:
+    """Start a run in the background; the answer is the run."""
+    run = await start(agents, thread_id, await body_of(request, agents, RunCreate), caller)
+    links = _links(thread_id, run.run_id, "stream")
+    return answer(agents, run_resource(run.record, run.request), headers=links)
+
+
+@api.post(
+    "/threads/{thread_id:thread}/runs/wait", responses=STARTS, openapi_extra=body_doc(RunCreate)
+)
+async def wait_run(
+    thread_id: ThreadId, request: Request, agents: Agents, caller: CallerOf
+) -> Response:
+    """Start a run and answer the thread's values once it has ended."""
+    run = await start(agents, thread_id, await body_of(request, agents, RunCreate), caller)
+    values = await final_values(agents, thread_id, run.run_id)
+    return answer(agents, values, headers=_links(thread_id, run.run_id, "join"))
+
+
+@api.get("/threads/{thread_id:thread}/runs", responses=errors((422, "a bad id or query")))
+async def list_thread_runs(
+    thread_id: ThreadId,
+    agents: Agents,
+    limit: Annotated[int, Query(ge=1, le=MAX_THREADS)] = 10,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    status: Annotated[str | None, Query(description="only runs of this status")] = None,
+    select: Annotated[list[str] | None, Query(description="taken, not used")] = None,
+) -> Response:
+    """The thread's runs, newest first, whichever protocol started them."""
+    records = await agents.runs(thread_id)
+    if status is not None:
+        records = [r for r in records if RUN_STATUS[r.status] == status]
+    records = records[offset : offset + limit]
+    found = [
+        run_resource(r, (await agents.run_start(thread_id, r.run_id)).request) for r in records
+    ]
+    return answer(agents, found)
+
+
+@api.get("/threads/{thread_id:thread}/runs/{run_id:run}", responses=NAMED)
+async def show_run(thread_id: ThreadId, run_id: RunId, agents: Agents) -> Response:
+    """One run."""
+    started = await agents.run_start(thread_id, run_id)
+    return answer(agents, run_resource(started.record, started.request))
+
+
+@api.get(
+    "/threads/{thread_id:thread}/runs/{run_id:run}/stream",
+    response_class=EventSourceResponse,
+    responses={**EVENT_STREAM, **NAMED, **errors(410)},
+)
+async def join_stream(
+    thread_id: ThreadId,
+    run_id: RunId,
+    agents: Agents,
+    stream_mode: Annotated[list[str] | None, Query(description="the modes to send")] = None,
+    cancel_on_disconnect: Annotated[bool, Query()] = False,
+    last_event_id: Annotated[
+        str | None,
+        Header(
+            description="the id of the last part received",
+            json_schema_extra={"pattern": r"^[0-9]{1,18}(\.[0-9]{1,9})?$"},
+        ),
+    ] = None,
+) -> Response:
+    """The run's parts after `Last-Event-ID` (all without it), then the live ones to its end."""
+    try:
+        after = parse_event_id(last_event_id)
+    except ValueError:
+        raise Invalid(
+            "bad_last_event_id", BAD_EVENT_ID.format(value=(last_event_id or "")[:40])
+        ) from None
+    batches = await agents.join_batches(thread_id, run_id, 0)
+    modes = tuple(m for m in stream_mode or () if m) or None
+
+    def cancel() -> None:
+        run = agents.held(thread_id, run_id)
+        if run is not None:
+            run.cancel()
+
+    return event_stream(
+        agents,
+        thread_id,
+        run_id,
+        batches,
+        modes=modes,
+        after=after,
+        on_abort=cancel if cancel_on_disconnect else None,
+        headers={"Content-Location": f"/threads/{thread_id}/runs/{run_id}"},
+    )
+
+
+@api.get("/threads/{thread_id:thread}/runs/{run_id:run}/join", responses={**NAMED, **errors(410)})
+async def join_run_values(thread_id: ThreadId, run_id: RunId, agents: Agents) -> Response:
+    """Wait for the run's end; the thread's values then."""
+    return answer(agents, await final_values(agents, thread_id, run_id))
+
+
+@api.post(
+    "/threads/{thread_id:thread}/runs/{run_id:run}/cancel",
+    status_code=202,
+    responses={
+        **NAMED,
+        **errors((409, "the run has ended"), (415, "a Content-Type other than JSON")),
+        204: {"description": "with `wait`: the run has ended"},
+    },
+)
+@takes_no_body
+async def stop_run(
+    thread_id: ThreadId,
+    run_id: RunId,
+    agents: Agents,
+    wait: Annotated[bool, Query(description="answer once the run has ended")] = False,
+    action: Annotated[
+        Literal["interrupt"], Query(description="`interrupt` (`rollback` is not supported)")
+    ] = "interrupt",
+) -> Response:
+    """Stop a queued or running run (409 `run_finished` for an ended one)."""
+    record = await agents.cancel_run(thread_id, run_id)
+    if wait:
+        await _wait(agents, thread_id, run_id)
+        return Response(status_code=204)
+    started = await agents.run_start(thread_id, record.run_id)
+    return answer(agents, run_resource(started.record, started.request), status=202)
+
+
+# --- stateless: a thread of their own ------------------------------------------------
+
+
+@api.post(
+    "/runs/stream",
+    response_class=EventSourceResponse,
+    responses={**EVENT_STREAM, **STARTS},
+    openapi_extra=body_doc(RunCreate),
+)
+async def stream_stateless(request: Request, agents: Agents, caller: CallerOf) -> Response:
+    """A run on a new thread, streamed (the thread stays, like any other)."""
+    return await stream_run(str(uuid.uuid4()), request, agents, caller)
+
+
+@api.post("/runs/wait", responses=STARTS, openapi_extra=body_doc(RunCreate))
+async def wait_stateless(request: Request, agents: Agents, caller: CallerOf) -> Response:
+    """A run on a new thread; its values once it has ended."""
+    return await wait_run(str(uuid.uuid4()), request, agents, caller)
