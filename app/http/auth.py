@@ -39,6 +39,8 @@ async def authorize(request: Request) -> Caller:
     access = access_of(request)
     scheme, _, credential = request.headers.get("authorization", "").partition(" ")
     bearer = credential.strip() if scheme.lower() == "bearer" else None
+    # LangGraph's SDKs and Studio send their `api_key` as `x-api-key`: the same credential.
+    bearer = bearer or request.headers.get("x-api-key", "").strip()
     header = request.app.state.settings.agent_trusted_user_header
     caller = await access.caller(
         bearer=bearer or None,

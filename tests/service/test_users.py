@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,7 +150,8 @@ def call(
     client: httpx.Client, method: str, template: str, thread_id: str, run_id: str
 ) -> httpx.Response:
     """One request to a route, its ids filled in, with a body its route can read."""
-    path = template.format(graph_id="weather", thread_id=thread_id, run_id=run_id)
+    ids = {"graph_id": "weather", "assistant_id": "weather", "thread_id": thread_id}
+    path = template.format_map(defaultdict(lambda: "x", ids, run_id=run_id))
     body: dict[str, Any] | None = None
     if template == "/api/agents/{graph_id}":
         body = run_body(thread_id, (f"m-{uuid.uuid4().hex[:6]}", "天气？"))
@@ -408,3 +410,28 @@ def test_a_database_from_before_users_gives_its_threads_to_the_admin(
             assert ivy.get("/api/threads/t-before-users").status_code == 404
     finally:
         new.stop()
+
+
+def test_langgraphs_sdk_signs_in_with_its_api_key_and_sees_only_the_users_threads(
+    setup: Setup, people: People
+) -> None:
+    from langgraph_sdk import get_sync_client
+
+    alice_key = people.alice.headers["authorization"].removeprefix("Bearer ")
+    bob_key = people.bob.headers["authorization"].removeprefix("Bearer ")
+    alice = get_sync_client(url=setup.server.url, api_key=alice_key)  # sent as x-api-key
+    bob = get_sync_client(url=setup.server.url, api_key=bob_key)
+
+    found = [t["thread_id"] for t in alice.threads.search(limit=100)]
+    assert people.alice_thread in found
+    assert people.alice_thread not in [t["thread_id"] for t in bob.threads.search(limit=100)]
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        bob.threads.get(people.alice_thread)
+    assert refused.value.response.status_code == 404
+    made = bob.threads.create()  # a thread made before any run is its creator's
+    with pytest.raises(httpx.HTTPStatusError) as hidden:
+        alice.threads.get(made["thread_id"])
+    assert hidden.value.response.status_code == 404
+    with pytest.raises(httpx.HTTPStatusError) as anonymous:
+        get_sync_client(url=setup.server.url, api_key=None).threads.search()
+    assert anonymous.value.response.status_code == 401
