@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -13,11 +14,13 @@ import pytest
 from a2a.client import ClientConfig, create_client
 from a2a.helpers.proto_helpers import get_message_text, new_text_message
 from a2a.types import CancelTaskRequest, GetTaskRequest, Role, SendMessageRequest, TaskState
+from a2a.utils.errors import TaskNotFoundError
 
 from tests.doubles.llm import ScriptedLLM, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.service.conftest import API_KEY, Api, Backend, serving
 from tests.support.processes import ServerProcess
+from tests.support.user_keys import add_user
 
 pytestmark = pytest.mark.processes
 
@@ -25,13 +28,14 @@ CITY_QUESTION = "请问要查询哪个城市的天气？"
 
 
 @pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("a2a")
+
+
+@pytest.fixture(scope="module")
 def server(
-    _llm_server: ScriptedLLM,
-    _meteo_server: Any,
-    tmp_path_factory: pytest.TempPathFactory,
-    backend: Backend,
+    _llm_server: ScriptedLLM, _meteo_server: Any, data_dir: Path, backend: Backend
 ) -> Iterator[ServerProcess]:
-    data_dir = tmp_path_factory.mktemp("a2a")
     # The double's slow city stays unanswered for longer than the test waits.
     with serving(_llm_server, _meteo_server, data_dir, backend, OPEN_METEO_TIMEOUT="60") as proc:
         yield proc
@@ -188,3 +192,33 @@ async def test_cancelling_a_task_during_a_slow_tool_cancels_its_run(
         assert asyncio.get_running_loop().time() < deadline, runs
         await asyncio.sleep(0.05)  # polling another process's record
     assert [run["status"] for run in runs] == ["cancelled"]
+
+
+async def test_another_users_context_is_unknown_and_their_tasks_are_not_shown(
+    server: ServerProcess, api: Api, llm: ScriptedLLM, backend: Backend, data_dir: Path
+) -> None:
+    agent_db = backend.agent_db(data_dir)
+    keys = {name: add_user(agent_db, f"a2a-{name}") for name in ("alice", "bob")}
+    llm.script(tool_call("ask_input", {"message": CITY_QUESTION}))
+
+    async def client_of(name: str, http: httpx.AsyncClient) -> Any:
+        http.headers["Authorization"] = f"Bearer {keys[name]}"
+        return await create_client(
+            server.url, client_config=ClientConfig(streaming=False, httpx_client=http)
+        )
+
+    async with httpx.AsyncClient(timeout=30) as a, httpx.AsyncClient(timeout=30) as b:
+        alice, bob = await client_of("alice", a), await client_of("bob", b)
+        asked = (await send(alice, new_text_message("查天气", role=Role.ROLE_USER))).task
+        requests = len(llm.requests)
+        taken = await send(
+            bob, new_text_message("北京", role=Role.ROLE_USER, context_id=asked.context_id)
+        )
+        with pytest.raises(TaskNotFoundError):  # tasks are kept per user
+            await bob.get_task(GetTaskRequest(id=asked.id))
+
+    assert taken.task.status.state == TaskState.TASK_STATE_FAILED
+    assert get_message_text(taken.task.status.message) == (f"thread {asked.context_id} not found")
+    assert len(llm.requests) == requests  # Bob's message reached no model
+    thread = api.http.get(f"/api/threads/{asked.context_id}").json()
+    assert len(thread["interrupts"]) == 1  # Alice's question still waits for Alice
