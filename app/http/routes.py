@@ -351,10 +351,17 @@ async def run_agent(graph_id: str, request: Request, agents: Agents, caller: Cal
     return _event_stream(agents, run.batches(), on_abort)
 
 
-@api.get("/threads/{thread_id}/runs", response_model=list[RunRecord], responses=IDS)
+@api.get(
+    "/threads/{thread_id}/runs",
+    response_model=list[RunRecord],
+    responses={**IDS, **errors((404, "no such thread (a deleted one included)"))},
+)
 async def list_runs(thread_id: ThreadId, agents: Agents) -> Response:
-    """The thread's runs, newest first."""
+    """The thread's runs, newest first; 404 for a thread there is not (a deleted one
+    answers as one that never was, so a client can tell it is gone)."""
     records = await agents.runs(thread_id)
+    if not records and await agents.created_thread(thread_id) is None:
+        await agents.thread(thread_id)  # NotFound: neither checkpoints nor a record of it
     body = b"[" + b",".join(r.model_dump_json(by_alias=True).encode() for r in records) + b"]"
     return Response(body, media_type="application/json")
 

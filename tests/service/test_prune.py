@@ -187,7 +187,7 @@ def test_a_thread_idle_for_longer_than_the_age_goes_with_its_runs(
         prune(env, "--idle-days", age_days)
 
     assert api.http.get(f"/api/threads/{idle}").status_code == 404
-    assert api.http.get(f"/api/threads/{idle}/runs").json() == []
+    assert api.http.get(f"/api/threads/{idle}/runs").status_code == 404
     listed = {t["threadId"] for t in api.http.get("/api/threads").json()}
     assert idle not in listed and busy in listed
     assert checkpoints(env, busy) > 0
