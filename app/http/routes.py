@@ -359,9 +359,7 @@ async def run_agent(graph_id: str, request: Request, agents: Agents, caller: Cal
 async def list_runs(thread_id: ThreadId, agents: Agents) -> Response:
     """The thread's runs, newest first; 404 for a thread there is not (a deleted one
     answers as one that never was, so a client can tell it is gone)."""
-    records = await agents.runs(thread_id)
-    if not records and await agents.created_thread(thread_id) is None:
-        await agents.thread(thread_id)  # NotFound: neither checkpoints nor a record of it
+    records = await agents.runs(thread_id, must_exist=True)
     body = b"[" + b",".join(r.model_dump_json(by_alias=True).encode() for r in records) + b"]"
     return Response(body, media_type="application/json")
 

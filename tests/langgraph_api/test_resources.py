@@ -81,9 +81,12 @@ async def test_threads_are_created_found_searched_renamed_and_deleted(
     assert titles == ["今日天气"]
     with pytest.raises(ConflictError):
         await client.threads.create(thread_id=thread_id)
+    assert len(await client.runs.list(thread_id)) == 1
     await client.threads.delete(thread_id)
     with pytest.raises(NotFoundError):
         await client.threads.get(thread_id)
+    with pytest.raises(NotFoundError):
+        await client.runs.list(thread_id)
 
 
 async def test_bad_run_requests_are_refused_clearly_and_change_nothing(
@@ -154,6 +157,7 @@ async def test_a_created_thread_exists_with_its_metadata_before_its_first_run(
     thread_id = created["thread_id"]
 
     before = await client.threads.get(thread_id)
+    runs_before = await client.runs.list(thread_id)
     renamed = await client.threads.update(thread_id, metadata={"title": "问天气"})
     llm.script(text("晴。"))
     await client.runs.wait(
@@ -161,6 +165,7 @@ async def test_a_created_thread_exists_with_its_metadata_before_its_first_run(
     )
     after = await client.threads.get(thread_id)
 
+    assert runs_before == [], "a made thread is there with no runs yet"
     assert created["metadata"] == {"user": "小王"} and created["status"] == "idle"
     assert before["metadata"] == {"user": "小王"} and before["values"] is None
     assert renamed["metadata"] == {"user": "小王", "title": "问天气"}

@@ -577,9 +577,13 @@ class AgentService:
             raise NotFound("unknown_run", UNKNOWN_RUN.format(run_id=run_id, thread_id=thread_id))
         return stored.record
 
-    async def runs(self, thread_id: str) -> list[RunRecord]:
-        """The thread's runs, newest first (live ones as this process sees them)."""
+    async def runs(self, thread_id: str, *, must_exist: bool = False) -> list[RunRecord]:
+        """The thread's runs, newest first (live ones as this process sees them). With
+        `must_exist`, NotFound for a thread with no runs, no checkpoints and no record of
+        its making: one deleted answers as one that never was."""
         records = await self.store.of_thread(check_thread_id(thread_id))
+        if must_exist and not records and await self.created_thread(thread_id) is None:
+            await self.thread(thread_id)
         live = {run.run_id: run.record for run in self._threads.get(thread_id, ())}
         return [live.get(record.run_id, record) for record in records]
 

@@ -386,7 +386,10 @@ async def wait_run(
     return answer(agents, values, headers=_links(thread_id, run.run_id, "join"))
 
 
-@api.get("/threads/{thread_id:thread}/runs", responses=errors((422, "a bad id or query")))
+@api.get(
+    "/threads/{thread_id:thread}/runs",
+    responses=errors((404, "no such thread (a deleted one included)"), (422, "a bad id or query")),
+)
 async def list_thread_runs(
     thread_id: ThreadId,
     agents: Agents,
@@ -396,7 +399,7 @@ async def list_thread_runs(
     select: Annotated[list[str] | None, Query(description="taken, not used")] = None,
 ) -> Response:
     """The thread's runs, newest first, whichever protocol started them."""
-    records = await agents.runs(thread_id)
+    records = await agents.runs(thread_id, must_exist=True)
     if status is not None:
         records = [r for r in records if RUN_STATUS[r.status] == status]
     records = records[offset : offset + limit]
