@@ -10,7 +10,7 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
-from tests.service.conftest import API_KEY, Api, api, backend, server, thread_id  # noqa: F401
+from tests.service.conftest import API_KEY, Api, api, backend, mcp, server, thread_id  # noqa: F401
 from tests.support.processes import ServerProcess
 
 WEATHER_ASSISTANT = "5fb44052-6611-57fc-99b4-527b0d62f788"

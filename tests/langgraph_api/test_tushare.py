@@ -14,18 +14,10 @@ from tests.doubles.llm import ScriptedLLM, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.doubles.tushare_mcp import TushareMCP
 from tests.langgraph_api.conftest import collect
-from tests.service.conftest import API_KEY, Backend, serving
+from tests.service.conftest import API_KEY, Backend, serving_tushare
 from tests.support.processes import ServerProcess
 
 pytestmark = pytest.mark.processes  # real servers
-
-TOKEN = "tushare-token-langgraph-3b9d"
-
-
-@pytest.fixture(scope="module")
-def mcp() -> Iterator[TushareMCP]:
-    with TushareMCP(token=TOKEN) as double:
-        yield double
 
 
 @pytest.fixture(scope="module")
@@ -36,13 +28,12 @@ def tushare_server(
     tmp_path_factory: pytest.TempPathFactory,
     backend: Backend,
 ) -> Iterator[ServerProcess]:
-    with serving(
+    with serving_tushare(
         _llm_server,
         _meteo_server,
+        mcp,
         tmp_path_factory.mktemp("tushare"),
         backend,
-        TUSHARE_MCP_URL=mcp.url,
-        TUSHARE_TOKEN=TOKEN,
     ) as process:
         yield process
 

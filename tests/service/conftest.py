@@ -30,6 +30,7 @@ import pytest
 from tests.doubles.llm import ScriptedLLM
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.doubles.otlp import OtlpReceiver
+from tests.doubles.tushare_mcp import TushareMCP
 from tests.support.env import env_for_subprocess
 from tests.support.postgres import fresh_database
 from tests.support.processes import SERVE, ServerProcess
@@ -153,6 +154,33 @@ def serving(
         yield process
     finally:
         process.stop()
+
+
+# What a module's Tushare MCP double wants: tests that prove it never leaks look for it.
+TUSHARE_TOKEN = "tushare-token-service-3b9d"
+
+
+@pytest.fixture(scope="module")
+def mcp() -> Iterator[TushareMCP]:
+    """The module's Tushare MCP double, wanting TUSHARE_TOKEN."""
+    with TushareMCP(token=TUSHARE_TOKEN) as double:
+        yield double
+
+
+@contextmanager
+def serving_tushare(
+    llm: ScriptedLLM,
+    meteo: FakeOpenMeteo,
+    mcp: TushareMCP,
+    data_dir: Path,
+    backend: Backend,
+    **extra: str,
+) -> Iterator[ServerProcess]:
+    """`serving`, with the tushare agent on `mcp` and its token."""
+    with serving(
+        llm, meteo, data_dir, backend, TUSHARE_MCP_URL=mcp.url, TUSHARE_TOKEN=TUSHARE_TOKEN, **extra
+    ) as process:
+        yield process
 
 
 @dataclass

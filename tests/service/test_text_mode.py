@@ -15,19 +15,12 @@ import pytest
 from tests.doubles.llm import ScriptedLLM, react, text
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.doubles.tushare_mcp import TushareMCP
-from tests.service.conftest import Api, Backend, Stream, answer, run_body, serving
+from tests.service.conftest import Api, Backend, Stream, answer, run_body, serving_tushare
 from tests.support.processes import ServerProcess
 
 pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
-TOKEN = "tushare-token-text-mode-service"
 INVENTED = "晴 40°C"
-
-
-@pytest.fixture(scope="module")
-def mcp() -> Iterator[TushareMCP]:
-    with TushareMCP(token=TOKEN) as double:
-        yield double
 
 
 @pytest.fixture(scope="module")
@@ -38,14 +31,13 @@ def text_server(
     tmp_path_factory: pytest.TempPathFactory,
     backend: Backend,
 ) -> Iterator[ServerProcess]:
-    with serving(
+    with serving_tushare(
         _llm_server,
         _meteo_server,
+        mcp,
         tmp_path_factory.mktemp("text-mode"),
         backend,
         AGENT_TOOL_CALLING="text",
-        TUSHARE_MCP_URL=mcp.url,
-        TUSHARE_TOKEN=TOKEN,
     ) as process:
         yield process
 

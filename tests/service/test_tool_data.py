@@ -17,21 +17,14 @@ from tests.doubles import tushare_data
 from tests.doubles.llm import ScriptedLLM, text, tool_call
 from tests.doubles.open_meteo import BEIJING, FakeOpenMeteo, forecast_values
 from tests.doubles.tushare_mcp import TushareMCP
-from tests.service.conftest import Api, Backend, Stream, run_body, serving
+from tests.service.conftest import Api, Backend, Stream, run_body, serving_tushare
 from tests.support.processes import ServerProcess
 
 pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
-TOKEN = "tushare-token-tool-data-7c1e"
 CODE = "000001.SZ"
 # January 2024 has 22 weekdays from the data set's first day (2 January) on.
 JANUARY = {"ts_code": CODE, "start_date": "20240101", "end_date": "20240131"}
-
-
-@pytest.fixture(scope="module")
-def mcp() -> Iterator[TushareMCP]:
-    with TushareMCP(token=TOKEN) as double:
-        yield double
 
 
 @pytest.fixture(scope="module")
@@ -42,13 +35,12 @@ def data_server(
     tmp_path_factory: pytest.TempPathFactory,
     backend: Backend,
 ) -> Iterator[ServerProcess]:
-    with serving(
+    with serving_tushare(
         _llm_server,
         _meteo_server,
+        mcp,
         tmp_path_factory.mktemp("tool-data"),
         backend,
-        TUSHARE_MCP_URL=mcp.url,
-        TUSHARE_TOKEN=TOKEN,
     ) as process:
         yield process
 
