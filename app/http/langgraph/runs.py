@@ -69,6 +69,10 @@ RUN_BODY = (
 )
 INPUT_XOR_COMMAND = "send input (a new message) or command (answers), not both"
 NO_GOTO = "command.update and command.goto are not supported here; send command.resume"
+NO_JOIN_CANCEL = (
+    "cancel_on_disconnect is not supported on /join: join the run's /stream with it, "
+    "or cancel the run"
+)
 BAD_EVENT_ID = "invalid Last-Event-ID header {value!r}: use the id of an event received"
 
 
@@ -460,8 +464,18 @@ async def join_stream(
 
 
 @api.get("/threads/{thread_id:thread}/runs/{run_id:run}/join", responses={**NAMED, **errors(410)})
-async def join_run_values(thread_id: ThreadId, run_id: RunId, agents: Agents) -> Response:
+async def join_run_values(
+    thread_id: ThreadId,
+    run_id: RunId,
+    agents: Agents,
+    # The JS SDK sends `cancel_on_disconnect=0` on every join.
+    cancel_on_disconnect: Annotated[
+        bool, Query(description="`false` only: the run goes on if the caller leaves")
+    ] = False,
+) -> Response:
     """Wait for the run's end; the thread's values then."""
+    if cancel_on_disconnect:
+        raise Invalid("unsupported", NO_JOIN_CANCEL)
     return answer(agents, await final_values(agents, thread_id, run_id))
 
 
