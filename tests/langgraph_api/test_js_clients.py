@@ -1,23 +1,26 @@
 """@langchain/langgraph-sdk, LangGraph's JavaScript client, against `react-agent serve`:
 a Node program (js/sdk_flow.mjs) asks the weather agent, answers its question with a
-resume command and reads the thread back, on both backends."""
+resume command and reads the thread back, on both backends; and the join it sends."""
 
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.doubles.llm import ScriptedLLM, text, tool_call
+from tests.doubles.llm import ScriptedLLM, hang, text, tool_call
 from tests.langgraph_api.js_build import built_js_clients
 from tests.service.conftest import API_KEY, Api
 from tests.support.processes import ServerProcess
 
 pytestmark = pytest.mark.processes  # real servers, and Node
 NODE_S = 60.0
+WAIT_S = 30.0
 
 
 @pytest.fixture(scope="session")
@@ -70,7 +73,9 @@ def test_the_js_sdk_pauses_on_the_question_resumes_it_with_a_command_and_reads_t
     ]
 
     tokens = "".join(
-        chunk["content"] for chunk, _ in of(answered, "messages") if chunk["type"] == "AIMessageChunk"
+        chunk["content"]
+        for chunk, _ in of(answered, "messages")
+        if chunk["type"] == "AIMessageChunk"
     )
     assert tokens == "上海今天晴。"
     final = of(answered, "values")[-1]["messages"]
@@ -105,3 +110,33 @@ def test_the_js_sdk_pauses_on_the_question_resumes_it_with_a_command_and_reads_t
     read_back = api.http.get(f"/api/threads/{thread_id}").json()
     assert read_back["graphId"] == "weather" and read_back["interrupts"] == []
     assert read_back["messages"][-1]["content"] == "不客气。"
+
+
+def test_a_join_asked_to_cancel_on_disconnect_cancels_the_run_when_its_caller_leaves(
+    server: ServerProcess, llm: ScriptedLLM, api: Api
+) -> None:
+    # The JS SDK's `runs.join(..., {cancelOnDisconnect: true})`; it sends `0` otherwise.
+    llm.script(hang(30, partial="我"))
+    thread_id = api.http.post("/threads", json={}).json()["thread_id"]
+    run_id = api.http.post(
+        f"/threads/{thread_id}/runs",
+        json={"assistant_id": "weather", "input": {"messages": ["慢慢说"]}},
+    ).json()["run_id"]
+    llm.wait_for_requests(1)
+    host, port = server.url.removeprefix("http://").rsplit(":", 1)
+
+    with socket.create_connection((host, int(port))) as caller:
+        caller.sendall(
+            f"GET /threads/{thread_id}/runs/{run_id}/join?cancel_on_disconnect=true HTTP/1.1\r\n"
+            f"Host: {host}:{port}\r\nAuthorization: Bearer {API_KEY}\r\n\r\n".encode()
+        )
+    # The caller has left before the run's end: the run ends, cancelled.
+
+    deadline = time.monotonic() + WAIT_S
+    while (status := api.http.get(f"/api/threads/{thread_id}/runs").json()[0]["status"]) in (
+        "queued",
+        "running",
+    ):
+        assert time.monotonic() < deadline, (status, server.log_text()[-3000:])
+        time.sleep(0.05)  # polling the run's record, not waiting a result
+    assert status == "cancelled"

@@ -1,7 +1,8 @@
 // A chat page built on LangGraph's React hook, the run-scoped `useStream` of
 // @langchain/langgraph-sdk/react, wired the way agent-chat-ui wires it (apiUrl, apiKey,
 // assistantId, a thread id kept by the page, the thread's history fetched). The query
-// string names the server: ?apiUrl=...&apiKey=...&assistantId=...
+// string names the server: ?apiUrl=...&apiKey=...&assistantId=...; `history=0` leaves
+// the history unfetched, so the hook knows of a question from the stream alone.
 import { useState } from "react";
 import { createRoot } from "react-dom/client";
 import { useStream } from "@langchain/langgraph-sdk/react";
@@ -44,6 +45,7 @@ function Question({ interrupt, onAnswer }) {
 
 function Chat() {
   const [threadId, setThreadId] = useState(null);
+  const [runId, setRunId] = useState(null);
   const [draft, setDraft] = useState("");
   const stream = useStream({
     apiUrl,
@@ -51,11 +53,12 @@ function Chat() {
     assistantId,
     threadId,
     onThreadId: setThreadId,
-    fetchStateHistory: true,
+    onCreated: (run) => setRunId(run.run_id),
+    fetchStateHistory: params.get("history") !== "0",
   });
 
   return (
-    <main data-thread-id={threadId ?? ""} data-loading={String(stream.isLoading)}>
+    <main data-thread-id={threadId ?? ""} data-run-id={runId ?? ""} data-loading={String(stream.isLoading)}>
       <ol aria-label="messages">
         {stream.messages.map((message, i) => (
           <li key={message.id ?? i} data-type={message.type}>
