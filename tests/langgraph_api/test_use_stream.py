@@ -121,6 +121,9 @@ def test_use_stream_shows_the_question_takes_the_answer_and_streams_the_reply(
     thread_id = page.locator("main").get_attribute("data-thread-id")
     assert thread_id
     expect(messages.first).to_have_text("查天气")
+    kinds = messages.evaluate_all("items => items.map(item => item.dataset.type)")
+    assert kinds == ["human", "ai", "tool", "ai", "tool", "ai"]
+    expect(messages.nth(2)).to_have_text("用户回答：上海")
 
     # The hook spoke the run-scoped API: two runs streamed on the thread it made.
     runs = [call for call in calls if call == f"POST /threads/{thread_id}/runs/stream"]
