@@ -18,7 +18,7 @@ WEB_DEPS := $(WEB)/node_modules/.package-lock.json
 export LANGGRAPH_CLI_NO_ANALYTICS := 1
 export LANGGRAPH_NO_VERSION_CHECK := 1
 
-.PHONY: install dev run studio test test-fast lint bench browser promtool deploy-tools postgres compiler web web-test mcp-inspector clean
+.PHONY: install dev run studio test test-fast lint bench browser promtool deploy-tools postgres compiler web web-test mcp-inspector langgraph-js clean
 
 # `make install`/`make run` take what the service needs; the test, lint and bench tools
 # (playwright, langgraph-cli, mypy, ...) come with `make dev`, which the others depend on.
@@ -84,6 +84,21 @@ $(INSPECTOR_DEPS): $(INSPECTOR)/package.json $(INSPECTOR)/package-lock.json
 	cd $(INSPECTOR) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+# LangGraph's JavaScript clients for tests/langgraph_api/ (test_js_clients.py,
+# test_use_stream.py): @langchain/langgraph-sdk from Node, and a page built around its
+# React hook useStream, built once and served by the tests.
+LG_JS := tests/langgraph_api/js
+LG_JS_DEPS := $(LG_JS)/node_modules/.package-lock.json
+LG_JS_PAGE := $(LG_JS)/dist/index.html
+langgraph-js: $(LG_JS_PAGE)
+
+$(LG_JS_DEPS): $(LG_JS)/package.json $(LG_JS)/package-lock.json
+	cd $(LG_JS) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+$(LG_JS_PAGE): $(wildcard $(LG_JS)/page/*) $(LG_JS_DEPS)
+	cd $(LG_JS) && npm run --silent build
+
 # Debian's Chromium drives the browser tests (Playwright never downloads a browser here);
 # a CJK font makes the screenshots readable.
 browser:
@@ -134,7 +149,7 @@ studio: dev
 TEST_WORKERS ?= 4
 TEST_DIST ?= loadfile
 
-test: dev browser promtool deploy-tools postgres web-test mcp-inspector
+test: dev browser promtool deploy-tools postgres web-test mcp-inspector langgraph-js
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist $(TEST_DIST) $(PYTEST_ARGS)
 
@@ -155,4 +170,4 @@ bench: dev
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(WEB_OUT) $(WEB)/node_modules $(INSPECTOR)/node_modules .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(WEB_OUT) $(WEB)/node_modules $(INSPECTOR)/node_modules $(LG_JS)/node_modules $(LG_JS)/dist .pytest_cache .mypy_cache .ruff_cache

@@ -10,6 +10,7 @@ interrupt ids answers each (a bare value is shorthand for `{"value": ...}`, as o
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
@@ -463,9 +464,39 @@ async def join_stream(
 
 
 @api.get("/threads/{thread_id:thread}/runs/{run_id:run}/join", responses={**NAMED, **errors(410)})
-async def join_run_values(thread_id: ThreadId, run_id: RunId, agents: Agents) -> Response:
+async def join_run_values(
+    thread_id: ThreadId,
+    run_id: RunId,
+    agents: Agents,
+    request: Request,
+    cancel_on_disconnect: Annotated[
+        bool, Query(description="cancel the run if the caller leaves before it ends")
+    ] = False,
+) -> Response:
     """Wait for the run's end; the thread's values then."""
-    return answer(agents, await final_values(agents, thread_id, run_id))
+    if not cancel_on_disconnect:
+        return answer(agents, await final_values(agents, thread_id, run_id))
+    waiting = asyncio.ensure_future(final_values(agents, thread_id, run_id))
+    left = asyncio.ensure_future(_caller_left(request))
+    try:
+        await asyncio.wait((waiting, left), return_when=asyncio.FIRST_COMPLETED)
+        ended = waiting.done()
+    finally:
+        left.cancel()
+        waiting.cancel()
+    if not ended:
+        run = agents.held(thread_id, run_id)
+        if run is not None and not agents.closing:
+            run.cancel()
+        return Response(status_code=204)  # no one is there to read it
+    return answer(agents, waiting.result())
+
+
+async def _caller_left(request: Request) -> None:
+    """Until the client closes the connection (a GET's only message before that is its
+    empty body)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 @api.post(

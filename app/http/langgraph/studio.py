@@ -19,9 +19,11 @@ from app.http.routes import require_json
 from app.settings import Settings
 
 STUDIO_ORIGIN = "https://smith.langchain.com"
-# What the server's answers carry that a page reads (run links, search totals).
+# What the server's answers carry that a page reads (run links, search totals): the
+# LangGraph SDK's `useStream` learns its run from Content-Location, its rejoin from Location.
 EXPOSED = ["Content-Location", "Location", "X-Pagination-Total"]
-UI_HEADERS = ["Authorization", "Content-Type", "Accept", "Last-Event-ID"]
+# X-Api-Key: the LangGraph SDKs send their `apiKey` in it (agent-chat-ui's pages do).
+UI_HEADERS = ["Authorization", "X-Api-Key", "Content-Type", "Accept", "Last-Event-ID"]
 
 
 def allow_origins(app: FastAPI, settings: Settings) -> None:
@@ -37,9 +39,10 @@ def allow_origins(app: FastAPI, settings: Settings) -> None:
         "allow_methods": ["GET", "POST", "PATCH", "DELETE"],
         # Last-Event-ID: a rejoin (`.../stream`) from the allowed origin says where it left.
         "allow_headers": ["*"] if settings.agent_studio else UI_HEADERS,
+        "expose_headers": EXPOSED,
     }
     if settings.agent_studio:
-        cors.update(expose_headers=EXPOSED, allow_private_network=True)
+        cors.update(allow_private_network=True)
     app.add_middleware(CORSMiddleware, **cors)
 
 
