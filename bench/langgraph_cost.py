@@ -1,115 +1,434 @@
-"""What a run costs through LangGraph's API beside the same run over AG-UI (issue 30).
+"""LangGraph's own API served by us, beside our AG-UI path, `langgraph dev` and Aegra (issue 30).
 
-    python -m bench.langgraph_cost [--runs 60]
+    python -m bench.langgraph_cost [--latencies 300,0] [--quick] [--no-aegra] [--no-peer]
 
-One `react-agent serve` (the bench graph, a fresh SQLite file) and the fake model. The
-same one-turn run, on a new thread each time, alternately through
-`POST /api/agents/bench` (AG-UI, read to RUN_FINISHED) and
-`POST /threads/{id}/runs/stream` with `stream_mode=["values", "messages-tuple"]`
-(langgraph-sdk's wire, read to `end`), one at a time, so the server's CPU per run can be
-read from /proc around each. Per path: wall ms to the end (p50, p90) and server CPU ms
-per run (mean). The log is written once either way; the LangGraph path folds it into
-its parts as it sends them, and reads the thread's start state once per stream.
+One run of the benchmark (`bench/graph.py`, the fake model: a tool call, then a 20-token
+answer) through each target, the targets interleaved as in `python -m bench` (the same
+phase code: `bench.runner._latency_phase`), at each model latency: a warm-up, sequential
+runs (p50, time to the first text token, server CPU per run read from /proc once the
+server is idle, its PostgreSQL backends' CPU beside it), then throughput batches at 10 and
+50 clients (runs/s, the median round).
+
+Targets, a new thread per run:
+
+- `ours/agui`, `ours/lg-wait`, `ours/lg-stream`: one `react-agent serve` on SQLite.
+  `lg-wait` is `POST /threads/{id}/runs/wait`, `lg-stream` `POST /threads/{id}/runs/stream`
+  with `stream_mode` values, messages-tuple and updates (what langgraph-sdk's flow and
+  LangGraph's React hook ask for), read to `end`.
+- `ours-pg/*`: the same against a `react-agent serve` on a fresh PostgreSQL database.
+- `peer/lg-wait`, `peer/lg-stream`: `langgraph dev` (in-memory runtime, its queue).
+- `aegra/lg-wait`, `aegra/lg-stream`: Aegra (PyPI `aegra-api`) on a fresh database of the
+  same PostgreSQL, run from its own venv (`--aegra-venv`, default `.venv-aegra`, which is
+  git-ignored). Its code is never part of this repository; to make the venv:
+
+      python3.11 -m venv .venv-aegra
+      .venv-aegra/bin/pip install aegra-api==0.6.0 greenlet -e . -c constraints.txt
+
+  (`greenlet`: aegra-api 0.6.0 imports `sqlalchemy.ext.asyncio` but does not depend on
+  `sqlalchemy[asyncio]`, and SQLAlchemy 2.1 no longer pulls greenlet in by itself.)
+  Aegra runs with its defaults but `LOG_LEVEL=WARNING` (no log line per request, as ours).
+
+The main figure is at a realistic model latency (300 ms before the first chunk of each
+call, 5 ms per further chunk: 300 + 5 + 300 + 19 x 5 = 700 ms of model time per run);
+0 ms shows the servers' own cost alone. Output: the Markdown tables on stdout, the raw
+JSON in `bench/raw/<stamp>-langgraph.json`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
-import tempfile
+import json
+import os
+import sys
 import time
 import uuid
+from dataclasses import asdict, replace
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-import httpx
+import orjson
+import psycopg
 
-from bench.procs import ROOT, VENV_BIN, Server, spawn, start_fake_model, stop_process
-from bench.runner import BENCH_GRAPH_SPEC, free_port, scrubbed_env
-from bench.targets import GRAPH_ID
+from bench import postgres
+from bench.plan import RAW_DIR, Plan
+from bench.procs import ROOT, Server
+from bench.runner import (
+    Stack,
+    _latency_phase,
+    _make_database,
+    free_port,
+    log,
+    machine,
+    stack,
+    versions,
+)
+from bench.targets import (
+    BAD_STATUS,
+    GRAPH_ID,
+    PROMPT,
+    STREAM_ERROR,
+    HttpTarget,
+    Malformed,
+    OursAgui,
+    OursPgAgui,
+    Target,
+)
+
+AEGRA_VENV = ROOT / ".venv-aegra"
+AEGRA_VERSION = "0.6.0"
+NO_AEGRA = (
+    "no Aegra venv at {venv}: python3.11 -m venv .venv-aegra && "
+    ".venv-aegra/bin/pip install aegra-api==" + AEGRA_VERSION + " greenlet -e . -c constraints.txt"
+)
+# What langgraph-sdk's flow (tests/langgraph_api) and LangGraph's React hook stream.
+STREAM_MODES = ["values", "messages-tuple", "updates"]
+
+PLAN = Plan(
+    mode="langgraph",
+    latencies_ms=(300.0, 0.0),
+    warmup_runs=3,
+    seq_runs=20,
+    peer_seq_runs=10,  # every langgraph dev run waits in its queue's ~1 s poll
+    clients=(10, 50),
+    batch_runs=(40, 100),
+    peer_batch_runs=(20, 50),
+    throughput_rounds=1,
+    results_md=None,
+)
+QUICK = replace(PLAN, warmup_runs=2, seq_runs=8, peer_seq_runs=4, batch_runs=(20, 50))
 
 
-async def agui(client: httpx.AsyncClient, url: str) -> None:
-    thread_id = uuid.uuid4().hex
-    body = {
-        "threadId": thread_id,
-        "runId": uuid.uuid4().hex,
-        "messages": [{"id": uuid.uuid4().hex, "role": "user", "content": "北京天气"}],
-        "state": {},
-        "tools": [],
-        "context": [],
-        "forwardedProps": {},
-    }
-    async with client.stream("POST", f"{url}/api/agents/{GRAPH_ID}", json=body) as response:
-        response.raise_for_status()
-        async for line in response.aiter_lines():
-            if line.startswith("data:") and '"RUN_FINISHED"' in line:
-                return
-    raise RuntimeError("the AG-UI stream ended without RUN_FINISHED")
-
-
-async def langgraph(client: httpx.AsyncClient, url: str) -> None:
-    body = {
+def _body(**extra: Any) -> dict[str, Any]:
+    return {
         "assistant_id": GRAPH_ID,
-        "input": {"messages": [{"role": "user", "content": "北京天气"}]},
-        "stream_mode": ["values", "messages-tuple"],
+        "input": {"messages": [{"role": "user", "content": PROMPT}]},
+        "if_not_exists": "create",
+        **extra,
     }
-    path = f"{url}/threads/{uuid.uuid4()}/runs/stream"
-    async with client.stream("POST", path, json=body) as response:
-        response.raise_for_status()
-        async for line in response.aiter_lines():
-            if line == "event: end":
-                return
-    raise RuntimeError("the LangGraph stream ended without `end`")
 
 
-async def main(runs: int) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        model = await start_fake_model(scrubbed_env("http://127.0.0.1:9"), work / "model.log")
-        env = {
-            **scrubbed_env(model.url),
-            "AGENT_DB": str(work / "agent.sqlite"),
-            "AGENT_EXTRA_GRAPHS": BENCH_GRAPH_SPEC,
-        }
-        port = free_port()
-        argv = [str(VENV_BIN / "react-agent"), "serve", "--port", str(port)]
-        process = spawn(argv, env=env, cwd=ROOT, log_path=work / "server.log")
-        server = Server(
-            "ours",
-            f"http://127.0.0.1:{port}",
-            "/healthz",
-            process,
-            work / "server.log",
-            time.perf_counter(),
+class LgWait(HttpTarget):
+    """`POST /threads/{id}/runs/wait` on a new thread; the final state's answer checked."""
+
+    def __init__(self, name: str, family: str, *args: Any) -> None:
+        super().__init__(*args)
+        self.name, self.family = name, family
+
+    async def _run(self, started: float) -> float | None:
+        url = f"{self.base}/threads/{uuid.uuid4()}/runs/wait"
+        response = await self.client.post(url, json=_body())
+        if response.status_code != 200:
+            raise Malformed(BAD_STATUS.format(status=response.status_code, body=response.text))
+        state = orjson.loads(response.content)
+        if "__error__" in state:
+            raise Malformed(STREAM_ERROR.format(detail=str(state["__error__"])[:200]))
+        self._check(str(state["messages"][-1].get("content")))
+        return None
+
+
+class LgStream(HttpTarget):
+    """`POST /threads/{id}/runs/stream` on a new thread, read to the end; tokens checked."""
+
+    streams = True
+
+    def __init__(self, name: str, family: str, *args: Any) -> None:
+        super().__init__(*args)
+        self.name, self.family = name, family
+
+    async def _run(self, started: float) -> float | None:
+        url = f"{self.base}/threads/{uuid.uuid4()}/runs/stream"
+        ttft: float | None = None
+        text: list[str] = []
+        event = ""
+        events: list[str] = []
+        async with self.client.stream("POST", url, json=_body(stream_mode=STREAM_MODES)) as r:
+            if r.status_code != 200:
+                detail = (await r.aread())[:200].decode(errors="replace")
+                raise Malformed(BAD_STATUS.format(status=r.status_code, body=detail))
+            async for line in r.aiter_lines():
+                if line.startswith("event:"):
+                    event = line[6:].strip()
+                    events.append(event)
+                elif line.startswith("data:"):
+                    if event == "error":
+                        raise Malformed(STREAM_ERROR.format(detail=line[5:200]))
+                    if event == "messages":  # messages-tuple: [chunk, metadata]
+                        message = orjson.loads(line[5:])[0]
+                        content = message.get("content")
+                        if message.get("type") == "AIMessageChunk" and isinstance(content, str):
+                            if content and ttft is None:
+                                ttft = time.perf_counter() - started
+                            text.append(content)
+        if "values" not in events or "updates" not in events:
+            raise Malformed(f"stream modes missing: got {sorted(set(events))}")
+        self._check("".join(text))
+        return ttft
+
+
+def _lg_targets(shared: Stack, family: str, server: Server) -> list[Target]:
+    args = (shared.answer, shared.client, server)
+    return [
+        LgWait(f"{family}/lg-wait", family, *args),
+        LgStream(f"{family}/lg-stream", family, *args),
+    ]
+
+
+def start_aegra(shared: Stack, venv: Path, database: postgres.Database) -> Server:
+    """Aegra's uvicorn app serving `bench/graph.py:graph` on `database`."""
+    path = shared._dir("aegra")
+    config = {"graphs": {GRAPH_ID: f"{ROOT / 'bench' / 'graph.py'}:graph"}}
+    (path / "aegra.json").write_text(json.dumps(config))
+    port = free_port()
+    env = {
+        **shared.env,
+        "DATABASE_URL": database.url,
+        "AEGRA_CONFIG": str(path / "aegra.json"),
+        "LOG_LEVEL": "WARNING",
+    }
+    argv = [str(venv / "bin" / "uvicorn"), "aegra_api.main:app", "--host", "127.0.0.1"]
+    server = shared._spawn("aegra", [*argv, "--port", str(port)], env, path, port, "/health")
+    if database.backends is not None:
+        server.db_cpu = database.backends.cpu_s
+    return server
+
+
+async def _servers(
+    shared: Stack, args: argparse.Namespace, pg_url: str, results: dict[str, Any]
+) -> tuple[list[Target], postgres.Database | None]:
+    """Every server started and healthy; their targets in the order they take turns."""
+    client, answer = shared.client, shared.answer
+    ours = shared.start_ours()
+    await ours.wait_healthy(client)
+    targets: list[Target] = [OursAgui(answer, client, ours), *_lg_targets(shared, "ours", ours)]
+    aegra_db: postgres.Database | None = None
+    if not args.no_postgres:
+        await _make_database(shared, pg_url, results)
+    if shared.pg is not None:
+        ours_pg = shared.start_ours_pg()
+        await ours_pg.wait_healthy(client)
+        targets += [OursPgAgui(answer, client, ours_pg), *_lg_targets(shared, "ours-pg", ours_pg)]
+    if not args.no_peer:
+        peer = shared.start_peer()
+        await peer.wait_healthy(client, timeout_s=120)
+        targets += _lg_targets(shared, "peer", peer)
+    venv: Path = args.aegra_venv
+    if args.no_aegra:
+        results["meta"]["aegra"] = {"missing": "--no-aegra"}
+    elif shared.pg is None:
+        results["meta"]["aegra"] = {"missing": "no PostgreSQL (Aegra needs one)"}
+    elif not (venv / "bin" / "uvicorn").exists():
+        results["meta"]["aegra"] = {"missing": NO_AEGRA.format(venv=venv)}
+    else:
+        aegra_db = await asyncio.to_thread(postgres.create, shared.pg.admin_url)
+        aegra = start_aegra(shared, venv, aegra_db)
+        await aegra.wait_healthy(client, timeout_s=120)
+        results["meta"]["aegra"] = {"version": _aegra_version(venv), **aegra_db.describe()}
+        targets += _lg_targets(shared, "aegra", aegra)
+    if "missing" in results["meta"]["aegra"]:
+        log("Aegra not measured: %s", results["meta"]["aegra"]["missing"])
+    return targets, aegra_db
+
+
+def _aegra_version(venv: Path) -> str:
+    found = sorted(venv.glob("lib/python*/site-packages/aegra_api-*.dist-info"))
+    return found[-1].name.removeprefix("aegra_api-").removesuffix(".dist-info") if found else "?"
+
+
+async def measure(plan: Plan, args: argparse.Namespace) -> dict[str, Any]:
+    """Start everything, run each latency's phase, stop everything; the raw results."""
+    results: dict[str, Any] = {
+        "meta": {
+            "date": datetime.now(UTC).isoformat(timespec="seconds"),
+            "machine": machine(),
+            "versions": versions(),
+            "stream_modes": STREAM_MODES,
+            "plan": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(plan).items()},
+        },
+        "latencies": {},
+    }
+    began = time.perf_counter()
+    pg_url = postgres.configured_url()  # read before the stack scrubs the environment
+    aegra_db: postgres.Database | None = None
+    try:
+        async with stack(plan) as shared:
+            targets, aegra_db = await _servers(shared, args, pg_url, results)
+            for latency in plan.latencies_ms:
+                await _latency_phase(shared, targets, latency, results)
+    finally:
+        if aegra_db is not None:
+            try:
+                await asyncio.to_thread(postgres.drop, aegra_db)
+            except psycopg.Error as exc:
+                log("could not drop Aegra's database %s: %s", aegra_db.name, exc)
+    results["meta"]["duration_s"] = round(time.perf_counter() - began, 1)
+    results["meta"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    return results
+
+
+# The report ---------------------------------------------------------------------------
+
+
+def _fmt(value: float | None, unit: str = "") -> str:
+    return "-" if value is None else f"{value:.1f}{unit}"
+
+
+def _cpu(summary: dict[str, Any]) -> str:
+    server = summary.get("server_cpu_ms_median")
+    db = summary.get("db_cpu_ms_median")
+    if server is None:
+        return "-"
+    return f"{server:.1f}" if db is None else f"{server:.1f} + db {db:.1f} = {server + db:.1f}"
+
+
+def _cpu_total(summary: dict[str, Any]) -> float | None:
+    server = summary.get("server_cpu_ms_median")
+    return None if server is None else server + (summary.get("db_cpu_ms_median") or 0.0)
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
+
+
+def render(results: dict[str, Any]) -> str:
+    """The Markdown tables of a run: every target, then the issue's ratios."""
+    meta = results["meta"]
+    m = meta["machine"]
+    lines = [
+        f"- date: {meta['date']}; duration {meta.get('duration_s')} s; "
+        f"load average at start {m.get('loadavg')}, at end {meta.get('loadavg_end')}",
+        f"- stream modes of `lg-stream`: {', '.join(meta['stream_modes'])}",
+        f"- Aegra: {meta.get('aegra')}",
+        "",
+    ]
+    for key, phase in results["latencies"].items():
+        timing = phase["timing"]
+        seq, thr = phase["sequential"], phase["throughput"]
+        clients = sorted({int(c) for rows in thr.values() for c in rows})
+        lines += [
+            f"**Model latency {key} ms** (+{timing['token_delay_ms']:g} ms per further chunk)",
+            "",
+            "| target | p50 | p99 | first token p50 | server CPU per run (+ PostgreSQL) | "
+            + " | ".join(f"runs/s at {c}" for c in clients)
+            + " | errors |",
+            "|---|---:|---:|---:|---:|" + "---:|" * len(clients) + "---:|",
+        ]
+        for name, s in seq.items():
+            rates = [thr[name].get(str(c), {}).get("runs_per_s") for c in clients]
+            errors = s["errors"] + sum(thr[name].get(str(c), {}).get("errors", 0) for c in clients)
+            lines.append(
+                f"| {name} | {_fmt(s['p50_ms'])} | {_fmt(s['p99_ms'])} | "
+                f"{_fmt(s['ttft_p50_ms'])} | {_cpu(s)} | "
+                + " | ".join(_fmt(rate) for rate in rates)
+                + f" | {errors} |"
+            )
+        lines += ["", *_ratios(seq, thr, clients), ""]
+    return "\n".join(lines) + "\n"
+
+
+def _ratios(seq: dict[str, Any], thr: dict[str, Any], clients: list[int]) -> list[str]:
+    rows = ["| comparison | figure | ratio | target |", "|---|---|---:|---|"]
+
+    def p50(name: str, key: str = "p50_ms") -> float | None:
+        return seq.get(name, {}).get(key)
+
+    def rate(name: str, c: int) -> float | None:
+        return thr.get(name, {}).get(str(c), {}).get("runs_per_s")
+
+    for family in ("ours", "ours-pg"):
+        agui, stream = f"{family}/agui", f"{family}/lg-stream"
+        if agui not in seq:
+            continue
+        rows.append(
+            f"| {stream} vs {agui}: p50 | {_fmt(p50(stream))} / {_fmt(p50(agui))} ms | "
+            f"{_ratio(p50(stream), p50(agui))} | <= 1.10x |"
         )
-        paths = {"agui": agui, "langgraph": langgraph}
-        wall: dict[str, list[float]] = {name: [] for name in paths}
-        cpu: dict[str, list[float]] = {name: [] for name in paths}
-        try:
-            async with httpx.AsyncClient(timeout=60) as client:
-                await server.wait_healthy(client)
-                for run in paths.values():  # warm-up: imports, first reads
-                    await run(client, server.url)
-                for index in range(runs * 2):
-                    name = ("agui", "langgraph")[index % 2]
-                    before_cpu, before = server.cpu_s(), time.perf_counter()
-                    await paths[name](client, server.url)
-                    wall[name].append((time.perf_counter() - before) * 1000)
-                    cpu[name].append((server.cpu_s() - before_cpu) * 1000)
-        finally:
-            await server.stop()
-            await stop_process(model.process)
-    for name in paths:
-        ordered = sorted(wall[name])
-        p90 = ordered[int(len(ordered) * 0.9) - 1]
-        print(
-            f"{name:10s} runs={len(ordered)} wall p50={statistics.median(ordered):.1f} ms "
-            f"p90={p90:.1f} ms  server CPU/run={statistics.mean(cpu[name]):.1f} ms"
+        rows.append(
+            f"| {stream} vs {agui}: first token | {_fmt(p50(stream, 'ttft_p50_ms'))} / "
+            f"{_fmt(p50(agui, 'ttft_p50_ms'))} ms | "
+            f"{_ratio(p50(stream, 'ttft_p50_ms'), p50(agui, 'ttft_p50_ms'))} | <= 1.10x |"
         )
+        cpu_s, cpu_a = _cpu_total(seq[stream]), _cpu_total(seq[agui])
+        rows.append(
+            f"| {stream} vs {agui}: CPU per run | {_fmt(cpu_s)} / {_fmt(cpu_a)} ms | "
+            f"{_ratio(cpu_s, cpu_a)} | <= 1.10x |"
+        )
+        for c in clients:
+            rows.append(
+                f"| {agui} vs {stream}: runs/s at {c} (agui / lg) | {_fmt(rate(agui, c))} / "
+                f"{_fmt(rate(stream, c))} | {_ratio(rate(agui, c), rate(stream, c))} | "
+                "<= 1.10x |"
+            )
+    for peer in ("aegra", "peer"):
+        ours = "ours-pg" if peer == "aegra" else "ours"
+        for kind in ("lg-wait", "lg-stream"):
+            a, b = f"{ours}/{kind}", f"{peer}/{kind}"
+            if a not in seq or b not in seq:
+                continue
+            goal = "<= 1x" if peer == "aegra" else ""
+            rows.append(
+                f"| {a} vs {b}: p50 | {_fmt(p50(a))} / {_fmt(p50(b))} ms | "
+                f"{_ratio(p50(a), p50(b))} | {goal} |"
+            )
+            if kind == "lg-stream":
+                rows.append(
+                    f"| {a} vs {b}: first token | {_fmt(p50(a, 'ttft_p50_ms'))} / "
+                    f"{_fmt(p50(b, 'ttft_p50_ms'))} ms | "
+                    f"{_ratio(p50(a, 'ttft_p50_ms'), p50(b, 'ttft_p50_ms'))} | |"
+                )
+            ca, cb = _cpu_total(seq[a]), _cpu_total(seq[b])
+            rows.append(
+                f"| {a} vs {b}: CPU per run | {_fmt(ca)} / {_fmt(cb)} ms | {_ratio(ca, cb)} | |"
+            )
+            for c in clients:
+                goal = ">= 2x" if peer == "aegra" else ""
+                rows.append(
+                    f"| {a} vs {b}: runs/s at {c} | {_fmt(rate(a, c))} / {_fmt(rate(b, c))} | "
+                    f"{_ratio(rate(a, c), rate(b, c))} | {goal} |"
+                )
+    return rows
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench.langgraph_cost", description=__doc__)
+    p.add_argument("--quick", action="store_true", help="fewer runs (about 4 minutes)")
+    p.add_argument("--latencies", help="model latencies in ms (default 300,0)")
+    p.add_argument("--seq-runs", type=int, help="sequential runs per target and latency")
+    p.add_argument("--rounds", type=int, help="throughput rounds (median rate counts)")
+    p.add_argument("--no-peer", action="store_true", help="skip langgraph dev")
+    p.add_argument("--no-aegra", action="store_true", help="skip Aegra")
+    p.add_argument("--no-postgres", action="store_true", help="skip ours-pg (and Aegra)")
+    p.add_argument("--aegra-venv", type=Path, default=AEGRA_VENV, help="Aegra's venv")
+    p.add_argument("--from-raw", type=Path, help="render an earlier run's raw JSON")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.from_raw is not None:
+        sys.stdout.write(render(json.loads(args.from_raw.read_text())))
+        return 0
+    plan = QUICK if args.quick else PLAN
+    if args.latencies:
+        plan = replace(plan, latencies_ms=tuple(float(x) for x in args.latencies.split(",")))
+    if args.seq_runs:
+        plan = replace(plan, seq_runs=args.seq_runs)
+    if args.rounds:
+        plan = replace(plan, throughput_rounds=args.rounds)
+    try:
+        import uvloop
+    except ImportError:
+        results = asyncio.run(measure(plan, args))
+    else:
+        results = uvloop.run(measure(plan, args))
+    RAW_DIR.mkdir(parents=True, exist_ok=True)
+    raw = RAW_DIR / f"{datetime.now():%Y%m%d-%H%M%S}-langgraph.json"
+    raw.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
+    sys.stdout.write(render(results))
+    log(f"raw results: {raw}")
+    return 0
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=60, help="runs per path")
-    asyncio.run(main(parser.parse_args().runs))
+    sys.exit(main())
