@@ -43,7 +43,7 @@ import os
 import sys
 import time
 import uuid
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -57,7 +57,6 @@ from bench.procs import ROOT, Server
 from bench.runner import (
     Stack,
     _latency_phase,
-    _make_database,
     free_port,
     log,
     machine,
@@ -92,12 +91,17 @@ PLAN = Plan(
     seq_runs=20,
     peer_seq_runs=10,  # every langgraph dev run waits in its queue's ~1 s poll
     clients=(10, 50),
-    batch_runs=(40, 100),
-    peer_batch_runs=(20, 50),
-    throughput_rounds=1,
+    batch_runs=(30, 80),
+    peer_batch_runs=(15, 40),
+    # One round of batches swung by 2x between targets on this shared machine: the
+    # median of three is the figure.
+    throughput_rounds=3,
     results_md=None,
 )
-QUICK = replace(PLAN, warmup_runs=2, seq_runs=8, peer_seq_runs=4, batch_runs=(20, 50))
+QUICK = replace(PLAN, warmup_runs=2, seq_runs=8, peer_seq_runs=4, throughput_rounds=1)
+# Inside `python -m bench` (full runs): about 7 minutes more, one throughput round (noisy;
+# `python -m bench.langgraph_cost` alone for the three-round figure).
+IN_BENCH = replace(PLAN, seq_runs=12, peer_seq_runs=6, throughput_rounds=1)
 
 
 def _body(**extra: Any) -> dict[str, Any]:
@@ -194,41 +198,68 @@ def start_aegra(shared: Stack, venv: Path, database: postgres.Database) -> Serve
     return server
 
 
+@dataclass(frozen=True)
+class Options:
+    """Which servers take part, and where Aegra's venv is."""
+
+    peer: bool = True
+    postgres: bool = True
+    aegra: bool = True
+    aegra_venv: Path = AEGRA_VENV
+
+
 async def _servers(
-    shared: Stack, args: argparse.Namespace, pg_url: str, results: dict[str, Any]
-) -> tuple[list[Target], postgres.Database | None]:
-    """Every server started and healthy; their targets in the order they take turns."""
+    shared: Stack, options: Options, pg_url: str, meta: dict[str, Any]
+) -> tuple[list[Target], list[Server], list[postgres.Database]]:
+    """Every server started and healthy; their targets in the order they take turns.
+
+    Each PostgreSQL server gets a fresh database of its own (not `shared.pg`, which the
+    main phases of `python -m bench` have filled).
+    """
     client, answer = shared.client, shared.answer
+    servers: list[Server] = []
+    databases: list[postgres.Database] = []
+    targets: list[Target] = []
     ours = shared.start_ours()
+    servers.append(ours)
     await ours.wait_healthy(client)
-    targets: list[Target] = [OursAgui(answer, client, ours), *_lg_targets(shared, "ours", ours)]
-    aegra_db: postgres.Database | None = None
-    if not args.no_postgres:
-        await _make_database(shared, pg_url, results)
-    if shared.pg is not None:
-        ours_pg = shared.start_ours_pg()
+    targets += [OursAgui(answer, client, ours), *_lg_targets(shared, "ours", ours)]
+    admin: str | None = None
+    if options.postgres:
+        admin, why = await asyncio.to_thread(postgres.admin_url, pg_url)
+        meta["postgres"] = {"missing": why} if admin is None else {"server": postgres.shown(admin)}
+    if admin is not None:
+        database = await asyncio.to_thread(postgres.create, admin)
+        databases.append(database)
+        ours_pg = shared._serve("ours-pg", shared._dir("ours-pg"), {"AGENT_DB": database.url})
+        if database.backends is not None:
+            ours_pg.db_cpu = database.backends.cpu_s
+        servers.append(ours_pg)
         await ours_pg.wait_healthy(client)
         targets += [OursPgAgui(answer, client, ours_pg), *_lg_targets(shared, "ours-pg", ours_pg)]
-    if not args.no_peer:
+    if options.peer:
         peer = shared.start_peer()
+        servers.append(peer)
         await peer.wait_healthy(client, timeout_s=120)
         targets += _lg_targets(shared, "peer", peer)
-    venv: Path = args.aegra_venv
-    if args.no_aegra:
-        results["meta"]["aegra"] = {"missing": "--no-aegra"}
-    elif shared.pg is None:
-        results["meta"]["aegra"] = {"missing": "no PostgreSQL (Aegra needs one)"}
+    venv = options.aegra_venv
+    if not options.aegra:
+        meta["aegra"] = {"missing": "--no-aegra"}
+    elif admin is None:
+        meta["aegra"] = {"missing": "no PostgreSQL (Aegra needs one)"}
     elif not (venv / "bin" / "uvicorn").exists():
-        results["meta"]["aegra"] = {"missing": NO_AEGRA.format(venv=venv)}
+        meta["aegra"] = {"missing": NO_AEGRA.format(venv=venv)}
     else:
-        aegra_db = await asyncio.to_thread(postgres.create, shared.pg.admin_url)
-        aegra = start_aegra(shared, venv, aegra_db)
+        database = await asyncio.to_thread(postgres.create, admin)
+        databases.append(database)
+        aegra = start_aegra(shared, venv, database)
+        servers.append(aegra)
         await aegra.wait_healthy(client, timeout_s=120)
-        results["meta"]["aegra"] = {"version": _aegra_version(venv), **aegra_db.describe()}
+        meta["aegra"] = {"version": _aegra_version(venv), **database.describe()}
         targets += _lg_targets(shared, "aegra", aegra)
-    if "missing" in results["meta"]["aegra"]:
-        log("Aegra not measured: %s", results["meta"]["aegra"]["missing"])
-    return targets, aegra_db
+    if "missing" in meta["aegra"]:
+        log("Aegra not measured: %s", meta["aegra"]["missing"])
+    return targets, servers, databases
 
 
 def _aegra_version(venv: Path) -> str:
@@ -236,34 +267,51 @@ def _aegra_version(venv: Path) -> str:
     return found[-1].name.removeprefix("aegra_api-").removesuffix(".dist-info") if found else "?"
 
 
-async def measure(plan: Plan, args: argparse.Namespace) -> dict[str, Any]:
-    """Start everything, run each latency's phase, stop everything; the raw results."""
+async def phase(shared: Stack, counts: Plan, options: Options, pg_url: str) -> dict[str, Any]:
+    """The comparison on `shared`'s fake model and client, with `counts`' latencies and
+    counts; every server it started stopped and its databases dropped at the end.
+    Returns `{"meta": {...}, "latencies": {<ms>: <as python -m bench's>}}`."""
     results: dict[str, Any] = {
         "meta": {
-            "date": datetime.now(UTC).isoformat(timespec="seconds"),
-            "machine": machine(),
-            "versions": versions(),
             "stream_modes": STREAM_MODES,
-            "plan": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(plan).items()},
+            "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+            "counts": {k: v for k, v in asdict(counts).items() if not isinstance(v, Path)},
         },
         "latencies": {},
     }
     began = time.perf_counter()
-    pg_url = postgres.configured_url()  # read before the stack scrubs the environment
-    aegra_db: postgres.Database | None = None
+    main_plan = shared.plan
+    servers: list[Server] = []
+    databases: list[postgres.Database] = []
+    shared.plan = counts  # `_latency_phase` reads its counts from the stack's plan
     try:
-        async with stack(plan) as shared:
-            targets, aegra_db = await _servers(shared, args, pg_url, results)
-            for latency in plan.latencies_ms:
-                await _latency_phase(shared, targets, latency, results)
+        targets, servers, databases = await _servers(shared, options, pg_url, results["meta"])
+        for latency in counts.latencies_ms:
+            await _latency_phase(shared, targets, latency, results)
     finally:
-        if aegra_db is not None:
+        shared.plan = main_plan
+        for server in servers:
+            await shared.stop(server)
+        for database in databases:
             try:
-                await asyncio.to_thread(postgres.drop, aegra_db)
+                await asyncio.to_thread(postgres.drop, database)
             except psycopg.Error as exc:
-                log("could not drop Aegra's database %s: %s", aegra_db.name, exc)
-    results["meta"]["duration_s"] = round(time.perf_counter() - began, 1)
-    results["meta"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+                log("could not drop PostgreSQL database %s: %s", database.name, exc)
+        results["meta"]["duration_s"] = round(time.perf_counter() - began, 1)
+        results["meta"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    return results
+
+
+async def measure(plan: Plan, options: Options) -> dict[str, Any]:
+    """`python -m bench.langgraph_cost`: the phase on a stack of its own."""
+    pg_url = postgres.configured_url()  # read before the stack scrubs the environment
+    async with stack(plan) as shared:
+        results = await phase(shared, plan, options, pg_url)
+    results["meta"].update(
+        date=datetime.now(UTC).isoformat(timespec="seconds"),
+        machine=machine(),
+        versions=versions(),
+    )
     return results
 
 
@@ -294,14 +342,27 @@ def _ratio(a: float | None, b: float | None) -> str:
 def render(results: dict[str, Any]) -> str:
     """The Markdown tables of a run: every target, then the issue's ratios."""
     meta = results["meta"]
-    m = meta["machine"]
-    lines = [
-        f"- date: {meta['date']}; duration {meta.get('duration_s')} s; "
-        f"load average at start {m.get('loadavg')}, at end {meta.get('loadavg_end')}",
-        f"- stream modes of `lg-stream`: {', '.join(meta['stream_modes'])}",
-        f"- Aegra: {meta.get('aegra')}",
-        "",
-    ]
+    lines = []
+    if "machine" in meta:
+        m = meta["machine"]
+        lines.append(
+            f"- date: {meta['date']}; {m['cpu']}, {m['cores']} cores, one core's loop "
+            f"{m.get('loop_ns')} ns (`bench/cores.py`)"
+        )
+    lines.append(
+        f"- duration {meta.get('duration_s')} s; load average at start "
+        f"{meta.get('loadavg_start')}, at end {meta.get('loadavg_end')}"
+    )
+    aegra = meta.get("aegra", {})
+    if "missing" in aegra:
+        lines.append(f"- Aegra not measured: {aegra['missing']}")
+    else:
+        lines.append(
+            f"- Aegra: aegra-api {aegra.get('version')} on PostgreSQL "
+            f"{aegra.get('server_version')} (synchronous_commit {aegra.get('synchronous_commit')})"
+            ", `LOG_LEVEL=WARNING`, its other settings default"
+        )
+    lines += [f"- stream modes of `lg-stream`: {', '.join(meta['stream_modes'])}", ""]
     for key, phase in results["latencies"].items():
         timing = phase["timing"]
         seq, thr = phase["sequential"], phase["throughput"]
@@ -416,12 +477,18 @@ def main(argv: list[str] | None = None) -> int:
         plan = replace(plan, seq_runs=args.seq_runs)
     if args.rounds:
         plan = replace(plan, throughput_rounds=args.rounds)
+    options = Options(
+        peer=not args.no_peer,
+        postgres=not args.no_postgres,
+        aegra=not args.no_aegra,
+        aegra_venv=args.aegra_venv,
+    )
     try:
         import uvloop
     except ImportError:
-        results = asyncio.run(measure(plan, args))
+        results = asyncio.run(measure(plan, options))
     else:
-        results = uvloop.run(measure(plan, args))
+        results = uvloop.run(measure(plan, options))
     RAW_DIR.mkdir(parents=True, exist_ok=True)
     raw = RAW_DIR / f"{datetime.now():%Y%m%d-%H%M%S}-langgraph.json"
     raw.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
