@@ -275,8 +275,18 @@ def start_aegra(shared: Stack, venv: Path, database: postgres.Database) -> Serve
     return shared._spawn("aegra", [*argv, "--port", str(port)], env, path, port, "/health")
 
 
-async def compare(venv: Path) -> dict[str, Any]:
-    """Both servers, the sequence against each; {server: {step: summary}}."""
+def start_dev(shared: Stack) -> Server:
+    """`langgraph dev`, LangGraph's own server (in-memory), as the reference."""
+    path = shared._dir("peer")
+    graphs = {k: f"{v}:graph" for k, v in GRAPHS.items()}
+    (path / "langgraph.json").write_text(json.dumps({"dependencies": ["."], "graphs": graphs}))
+    port = free_port()
+    argv = [str(VENV_BIN / "langgraph"), "dev", "--no-browser", "--no-reload", "--port", str(port)]
+    return shared._spawn("langgraph-dev", argv, shared.env, path, port, "/ok")
+
+
+async def compare(venv: Path, token_delay_ms: float, dev: bool) -> dict[str, Any]:
+    """Every server, the sequence against each in turn; {server: {step: summary}}."""
     admin, why = await asyncio.to_thread(postgres.admin_url, postgres.configured_url())
     if admin is None:
         raise SystemExit(f"no PostgreSQL: {why}")
@@ -286,16 +296,18 @@ async def compare(venv: Path) -> dict[str, Any]:
     results: dict[str, Any] = {}
     try:
         async with stack(Plan(results_md=None)) as shared:
-            await shared.set_latency(0.0, 0.0)
+            await shared.set_latency(0.0, token_delay_ms)
             servers = {
                 "ours": start_ours(shared, databases[0]),
                 "aegra": start_aegra(shared, venv, databases[1]),
             }
+            if dev:
+                servers["langgraph dev"] = start_dev(shared)
             for server in servers.values():
                 await server.wait_healthy(shared.client, timeout_s=120)
 
             async def slow(on: bool) -> None:
-                await shared.set_latency(SLOW_MS if on else 0.0, 0.0)
+                await shared.set_latency(SLOW_MS if on else 0.0, token_delay_ms)
 
             for name, server in servers.items():
                 log(f"sequence against {name} ({server.url})")
@@ -310,23 +322,30 @@ async def compare(venv: Path) -> dict[str, Any]:
 
 
 def render(results: dict[str, Any]) -> str:
-    """Step by step, each server's summary; `differs` where they are not the same."""
-    ours, aegra = results["ours"], results["aegra"]
+    """Step by step: what every server showed, each field where they differ marked `!`."""
+    names = list(results)
+    width = max(len(name) for name in names)
+    ours = results["ours"]
     lines: list[str] = []
-    same = 0
-    for name in ours:
-        a, b = ours[name], aegra.get(name, {"error": "not run"})
-        differing = sorted(k for k in {*a, *b} if a.get(k) != b.get(k))
-        same += not differing
-        lines.append(f"## {name}: " + ("same" if not differing else f"differs in {differing}"))
-        for key in sorted({*a, *b}):
-            mark = "!" if key in differing else " "
-            lines.append(f" {mark} {key}:")
-            lines.append(f"     ours : {json.dumps(a.get(key), ensure_ascii=False)}")
-            if key in differing:
-                lines.append(f"     aegra: {json.dumps(b.get(key), ensure_ascii=False)}")
+    agree = dict.fromkeys(names[1:], 0)
+    for step in ours:
+        shown = {name: results[name].get(step, {"error": "not run"}) for name in names}
+        keys = sorted({key for summary in shown.values() for key in summary})
+        differing = [k for k in keys if len({json.dumps(s.get(k)) for s in shown.values()}) > 1]
+        for name in names[1:]:
+            agree[name] += all(shown[name].get(k) == ours[step].get(k) for k in keys)
+        lines.append(f"## {step}: " + (f"differs in {differing}" if differing else "same"))
+        for key in keys:
+            if key not in differing:
+                lines.append(f"   {key}: {json.dumps(ours[step].get(key), ensure_ascii=False)}")
+                continue
+            lines.append(f" ! {key}:")
+            for name in names:
+                value = json.dumps(shown[name].get(key), ensure_ascii=False)
+                lines.append(f"     {name:{width}} : {value}")
         lines.append("")
-    lines.append(f"{same} of {len(ours)} steps the same")
+    for name, n in agree.items():
+        lines.append(f"ours and {name}: {n} of {len(ours)} steps the same")
     return "\n".join(lines) + "\n"
 
 
@@ -334,8 +353,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.langgraph_compare", description=__doc__)
     p.add_argument("--aegra-venv", type=Path, default=AEGRA_VENV)
     p.add_argument("--json", type=Path, help="also write the summaries here")
+    p.add_argument(
+        "--token-delay", type=float, default=5.0, help="ms between the model's streamed chunks"
+    )
+    p.add_argument("--no-dev", action="store_true", help="leave langgraph dev out")
     args = p.parse_args(argv)
-    results = asyncio.run(compare(args.aegra_venv))
+    results = asyncio.run(compare(args.aegra_venv, args.token_delay, not args.no_dev))
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
     sys.stdout.write(render(results))
