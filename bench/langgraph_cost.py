@@ -305,13 +305,10 @@ async def phase(shared: Stack, counts: Plan, options: Options, pg_url: str) -> d
 async def measure(plan: Plan, options: Options) -> dict[str, Any]:
     """`python -m bench.langgraph_cost`: the phase on a stack of its own."""
     pg_url = postgres.configured_url()  # read before the stack scrubs the environment
+    began = datetime.now(UTC).isoformat(timespec="seconds")
     async with stack(plan) as shared:
         results = await phase(shared, plan, options, pg_url)
-    results["meta"].update(
-        date=datetime.now(UTC).isoformat(timespec="seconds"),
-        machine=machine(),
-        versions=versions(),
-    )
+    results["meta"].update(date=began, machine=machine(), versions=versions())
     return results
 
 
@@ -491,6 +488,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--latencies", help="model latencies in ms (default 300,0)")
     p.add_argument("--seq-runs", type=int, help="sequential runs per target and latency")
     p.add_argument("--rounds", type=int, help="throughput rounds (median rate counts)")
+    p.add_argument("--warmup", type=int, help="unrecorded runs per target before each latency")
+    p.add_argument("--clients", help="two client counts, e.g. 10,50")
+    p.add_argument("--batch-runs", help="runs per throughput batch per client count, e.g. 30,80")
+    p.add_argument("--raw-dir", type=Path, default=RAW_DIR, help="where the raw JSON goes")
     p.add_argument("--no-peer", action="store_true", help="skip langgraph dev")
     p.add_argument("--no-aegra", action="store_true", help="skip Aegra")
     p.add_argument("--no-postgres", action="store_true", help="skip ours-pg (and Aegra)")
@@ -511,6 +512,13 @@ def main(argv: list[str] | None = None) -> int:
         plan = replace(plan, seq_runs=args.seq_runs)
     if args.rounds:
         plan = replace(plan, throughput_rounds=args.rounds)
+    if args.warmup is not None:
+        plan = replace(plan, warmup_runs=args.warmup)
+    if args.clients:
+        plan = replace(plan, clients=tuple(int(x) for x in args.clients.split(",")))
+    if args.batch_runs:
+        runs = tuple(int(x) for x in args.batch_runs.split(","))
+        plan = replace(plan, batch_runs=runs, peer_batch_runs=runs)
     options = Options(
         peer=not args.no_peer,
         postgres=not args.no_postgres,
@@ -523,8 +531,8 @@ def main(argv: list[str] | None = None) -> int:
         results = asyncio.run(measure(plan, options))
     else:
         results = uvloop.run(measure(plan, options))
-    RAW_DIR.mkdir(parents=True, exist_ok=True)
-    raw = RAW_DIR / f"{datetime.now():%Y%m%d-%H%M%S}-langgraph.json"
+    args.raw_dir.mkdir(parents=True, exist_ok=True)
+    raw = args.raw_dir / f"{datetime.now():%Y%m%d-%H%M%S}-langgraph.json"
     raw.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
     sys.stdout.write(render(results))
     log(f"raw results: {raw}")
