@@ -285,22 +285,22 @@ def start_dev(shared: Stack) -> Server:
     return shared._spawn("langgraph-dev", argv, shared.env, path, port, "/ok")
 
 
-async def compare(venv: Path, token_delay_ms: float, dev: bool) -> dict[str, Any]:
+async def compare(venv: Path | None, token_delay_ms: float, dev: bool) -> dict[str, Any]:
     """Every server, the sequence against each in turn; {server: {step: summary}}."""
     admin, why = await asyncio.to_thread(postgres.admin_url, postgres.configured_url())
     if admin is None:
         raise SystemExit(f"no PostgreSQL: {why}")
-    if not (venv / "bin" / "uvicorn").exists():
+    if venv is not None and not (venv / "bin" / "uvicorn").exists():
         raise SystemExit(NO_AEGRA.format(venv=venv))
-    databases = [await asyncio.to_thread(postgres.create, admin) for _ in range(2)]
+    count = 1 if venv is None else 2
+    databases = [await asyncio.to_thread(postgres.create, admin) for _ in range(count)]
     results: dict[str, Any] = {}
     try:
         async with stack(Plan(results_md=None)) as shared:
             await shared.set_latency(0.0, token_delay_ms)
-            servers = {
-                "ours": start_ours(shared, databases[0]),
-                "aegra": start_aegra(shared, venv, databases[1]),
-            }
+            servers = {"ours": start_ours(shared, databases[0])}
+            if venv is not None:
+                servers["aegra"] = start_aegra(shared, venv, databases[1])
             if dev:
                 servers["langgraph dev"] = start_dev(shared)
             for server in servers.values():
@@ -357,8 +357,10 @@ def main(argv: list[str] | None = None) -> int:
         "--token-delay", type=float, default=5.0, help="ms between the model's streamed chunks"
     )
     p.add_argument("--no-dev", action="store_true", help="leave langgraph dev out")
+    p.add_argument("--no-aegra", action="store_true", help="leave Aegra out")
     args = p.parse_args(argv)
-    results = asyncio.run(compare(args.aegra_venv, args.token_delay, not args.no_dev))
+    venv = None if args.no_aegra else args.aegra_venv
+    results = asyncio.run(compare(venv, args.token_delay, not args.no_dev))
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
     sys.stdout.write(render(results))
