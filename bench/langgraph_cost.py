@@ -136,6 +136,7 @@ class LgStream(HttpTarget):
     """`POST /threads/{id}/runs/stream` on a new thread, read to the end; tokens checked."""
 
     streams = True
+    modes: list[str] = STREAM_MODES  # an experiment may ask for fewer
 
     def __init__(self, name: str, family: str, *args: Any) -> None:
         super().__init__(*args)
@@ -147,7 +148,7 @@ class LgStream(HttpTarget):
         text: list[str] = []
         event = ""
         events: list[str] = []
-        async with self.client.stream("POST", url, json=_body(stream_mode=STREAM_MODES)) as r:
+        async with self.client.stream("POST", url, json=_body(stream_mode=self.modes)) as r:
             if r.status_code != 200:
                 detail = (await r.aread())[:200].decode(errors="replace")
                 raise Malformed(BAD_STATUS.format(status=r.status_code, body=detail))
@@ -165,7 +166,8 @@ class LgStream(HttpTarget):
                             if content and ttft is None:
                                 ttft = time.perf_counter() - started
                             text.append(content)
-        if "values" not in events or "updates" not in events:
+        expected = {"messages" if mode == "messages-tuple" else mode for mode in self.modes}
+        if not expected <= set(events):
             raise Malformed(f"stream modes missing: got {sorted(set(events))}")
         self._check("".join(text))
         return ttft
