@@ -66,6 +66,10 @@ class Plan:
     # a run costs is read once the working state is the window's (None: the default 32,768,
     # which the bench's 800 short messages fit whole).
     growth_context_tokens: int | None = 4096
+    # Issue 30: LangGraph's own API (ours on SQLite and PostgreSQL) beside our AG-UI path,
+    # langgraph dev and Aegra, on servers of its own after the main phases, with the counts
+    # of `bench.langgraph_cost.IN_BENCH` (about 7 minutes; quick runs leave it out).
+    langgraph: bool = True
     run_timeout_s: float = 120.0
     max_minutes: float = 60.0  # a full run takes about 35 minutes on 2 cores
     raw_dir: Path = RAW_DIR
@@ -100,6 +104,7 @@ QUICK = Plan(
     growth_marks=(10, 100, 200),
     growth_window=4,
     growth_endpoints=("agui",),
+    langgraph=False,
     results_md=None,
 )
 
@@ -181,6 +186,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--rss-clients", type=int, help="clients in the RSS growth phase")
     p.add_argument("--soak-sessions", type=int, help="concurrent SSE sessions (0: no soak)")
     p.add_argument("--no-peer", action="store_true", help="skip langgraph dev")
+    p.add_argument(
+        "--no-langgraph",
+        action="store_true",
+        help="skip the LangGraph API phase (issue 30; python -m bench.langgraph_cost alone)",
+    )
     p.add_argument(
         "--metrics-pairs",
         type=int,
@@ -282,6 +292,8 @@ def plan_from_args(argv: Sequence[str] | None) -> Plan:
         overrides["base_ref"] = None
     if args.no_growth:
         overrides["growth"] = False
+    if args.no_langgraph:
+        overrides["langgraph"] = False
     if args.growth_window is not None and args.growth_window < 1:
         raise SystemExit("--growth-window takes at least 1 run")
     # Which commit the baseline is does not change what is measured (it is in the report).
@@ -290,6 +302,8 @@ def plan_from_args(argv: Sequence[str] | None) -> Plan:
         measured.add("base_ref")
     if args.no_growth:
         measured.add("growth")
+    if args.no_langgraph:
+        measured.add("langgraph")
     if measured and plan.mode == "full":
         overrides["mode"] = "custom"
         if args.results is None:

@@ -1,6 +1,6 @@
 """Profile `react-agent serve` under the benchmark's load with py-spy, and summarise it.
 
-    python -m bench.profile [--endpoint agui|chat] [--clients 10] [--seconds 20]
+    python -m bench.profile [--endpoint agui|chat|langgraph] [--clients 10] [--seconds 20]
                             [--latency-ms 0] [--rate 250] [--postgres]
                             [--thread-messages N [--runs 10]]
 
@@ -37,6 +37,7 @@ from pathlib import Path
 
 from bench import postgres
 from bench.growth import MESSAGES_PER_RUN, on_thread
+from bench.langgraph_cost import LgStream
 from bench.measure import throughput
 from bench.plan import RAW_DIR, Plan
 from bench.procs import ROOT, VENV_BIN, Server
@@ -376,6 +377,13 @@ async def _recorded_runs(targets: list[HttpTarget], runs: int) -> int:
     return sum(await asyncio.gather(*(one(target) for target in targets)))
 
 
+def _target(endpoint: str, shared: Stack, server: Server) -> HttpTarget:
+    if endpoint == "langgraph":  # issue 30: runs/stream, values + messages-tuple + updates
+        return LgStream("ours/lg-stream", "ours", shared.answer, shared.client, server)
+    kind: type[HttpTarget] = OursAgui if endpoint == "agui" else OursChat
+    return kind(shared.answer, shared.client, server)
+
+
 async def _profile(options: Options) -> str:
     plan = Plan(soak_sessions=0, peer=False)
     admin = None
@@ -385,8 +393,7 @@ async def _profile(options: Options) -> str:
         latency = options.latency_ms
         await shared.set_latency(latency, plan.token_delay_for(latency))
         server = await _server(shared, options, admin)
-        kind: type[HttpTarget] = OursAgui if options.endpoint == "agui" else OursChat
-        targets = [kind(shared.answer, shared.client, server) for _ in range(options.clients)]
+        targets = [_target(options.endpoint, shared, server) for _ in range(options.clients)]
         await throughput(targets[0], options.clients, options.clients * 5)  # warm-up
         lengths = None
         if options.thread_messages is not None:
@@ -470,7 +477,7 @@ def _head(
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m bench.profile`: print the summary (Markdown)."""
     parser = argparse.ArgumentParser(prog="python -m bench.profile")
-    parser.add_argument("--endpoint", choices=["agui", "chat"], default="agui")
+    parser.add_argument("--endpoint", choices=["agui", "chat", "langgraph"], default="agui")
     parser.add_argument("--clients", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--latency-ms", type=float, default=0.0)

@@ -693,7 +693,19 @@ def render(results: dict[str, Any]) -> str:
         lines += ["", *_latency_table(latency, phase, clients)]
     lines += ["", *_cold_table(results), "", *_rss_table(results), "", *_soak_table(results)]
     lines += ["", *_growth_table(results)]
+    lines += ["", *_langgraph_section(results)]
     return "\n".join(lines) + "\n"
+
+
+def _langgraph_section(results: dict[str, Any]) -> list[str]:
+    """Issue 30: our LangGraph API path beside AG-UI, langgraph dev and Aegra."""
+    phase = results.get("langgraph")
+    if phase is None:
+        return []
+    from bench.langgraph_cost import render as render_langgraph  # it imports the runner
+
+    title = "## LangGraph's own API (issue 30): ours vs our AG-UI path, langgraph dev, Aegra"
+    return [title, "", render_langgraph(phase).rstrip("\n")]
 
 
 def _like_for_like(results: dict[str, Any]) -> list[str]:

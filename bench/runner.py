@@ -442,6 +442,8 @@ async def _phases(plan: Plan, results: dict[str, Any]) -> None:
             await _make_database(shared, pg_url, results)
         if not plan.growth_only:
             await _main_phases(shared, results)
+            if plan.langgraph:
+                await _langgraph_phase(shared, pg_url, results)
         if plan.growth:
             await growth_phase(shared, results)
 
@@ -507,6 +509,18 @@ async def _main_phases(shared: Stack, results: dict[str, Any]) -> None:
     await _rss_growth(shared, "ours", shared.start_ours, OursAgui, results)
     if plan.peer and plan.peer_rss:
         await _rss_growth(shared, "peer", shared.start_peer, PeerStream, results)
+
+
+async def _langgraph_phase(shared: Stack, pg_url: str, results: dict[str, Any]) -> None:
+    """Issue 30's comparison (`bench.langgraph_cost`) on servers of its own."""
+    from bench import langgraph_cost  # it builds on this module: imported once both exist
+
+    plan = shared.plan
+    options = langgraph_cost.Options(peer=plan.peer, postgres=plan.postgres)
+    log("LangGraph's own API (issue 30): ours, ours-pg, langgraph dev, Aegra")
+    results["langgraph"] = await langgraph_cost.phase(
+        shared, langgraph_cost.IN_BENCH, options, pg_url
+    )
 
 
 async def _make_database(shared: Stack, configured: str, results: dict[str, Any]) -> None:

@@ -60,6 +60,7 @@ def test_a_minimal_run_prints_the_targets_table_and_keeps_well_formed_raw_json(
         "--workers-clients=2",
         "--workers-runs=4",
         "--no-growth",
+        "--no-langgraph",
         "--max-minutes=2",
         f"--raw-dir={raw_dir}",
         f"--results={report}",
