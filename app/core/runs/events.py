@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
@@ -28,6 +28,7 @@ from typing import Any, Final, cast
 from ag_ui.core import (
     BaseEvent,
     CustomEvent,
+    Interrupt,
     ReasoningEndEvent,
     ReasoningMessageContentEvent,
     ReasoningMessageEndEvent,
@@ -67,6 +68,8 @@ STREAM_MODES: Final[list[StreamMode]] = ["messages", "updates", "custom"]
 # Without "messages" the model is not asked to stream: each turn arrives whole.
 WHOLE_MODES: Final[list[StreamMode]] = ["updates", "custom"]
 _INTERRUPT_KEY: Final = "__interrupt__"
+# The reason of the interrupt a run paused at a breakpoint ends with (`interrupt_before`).
+BREAKPOINT: Final = "breakpoint"
 
 # What a client reads when a run fails: readable, no secrets, no stack trace.
 RECURSION_LIMIT = "运行步数超过上限，已停止"
@@ -88,6 +91,8 @@ async def stream_run(
     checkpoint_id: str | None = None,
     announce: bool = True,
     observe: Callable[[str, Any], None] | None = None,
+    interrupt_before: Sequence[str] | None = None,
+    interrupt_after: Sequence[str] | None = None,
 ) -> AsyncGenerator[BaseEvent, None]:
     """Run `graph` on one thread and yield the run's AG-UI events.
 
@@ -100,7 +105,9 @@ async def stream_run(
     `checkpoint_id` runs from that checkpoint instead of the latest (a rollback);
     `announce=False` leaves out RUN_STARTED (a resumed run already sent it).
     `observe` sees every `(mode, data)` item of the graph's stream first (telemetry),
-    and `(FAILED, exception)` when the run fails.
+    and `(FAILED, exception)` when the run fails. `interrupt_before`/`interrupt_after`
+    (node names, or "*") are LangGraph's breakpoints: a run paused at one ends with an
+    interrupt outcome whose one interrupt has reason `breakpoint` (AG-UI wants one).
     Logs one summary line per run.
     """
     started = time.perf_counter()
@@ -119,6 +126,8 @@ async def stream_run(
                 input_or_command,
                 start,
                 stream_mode=STREAM_MODES if stream_tokens else WHOLE_MODES,
+                interrupt_before=interrupt_before,
+                interrupt_after=interrupt_after,
             ),
         )
         async with aclosing(stream):
@@ -132,6 +141,8 @@ async def stream_run(
         for event in tracker.drain():
             yield event
         interrupts = await pending_interrupts(graph, config) if tracker.interrupted else []
+        if tracker.interrupted and not interrupts and (interrupt_before or interrupt_after):
+            interrupts = await breakpoint_of(graph, config)
         if interrupts:
             outcome = "interrupt"
             finished = RunFinishedInterruptOutcome(interrupts=interrupts)
@@ -155,6 +166,21 @@ async def stream_run(
     finally:
         elapsed_ms = (time.perf_counter() - started) * 1000
         logger.info(RUN_LOG, thread_id, run_id, graph.name, outcome, tracker.steps, elapsed_ms)
+
+
+async def breakpoint_of(graph: CompiledStateGraph, config: RunnableConfig) -> list[Interrupt]:
+    """A pause at a breakpoint as one AG-UI interrupt (none when nothing is next)."""
+    snapshot = await graph.aget_state(config)
+    if not snapshot.next:
+        return []
+    checkpoint_id = (snapshot.config or {}).get("configurable", {}).get("checkpoint_id")
+    return [
+        Interrupt(
+            id=f"{BREAKPOINT}:{checkpoint_id}",
+            reason=BREAKPOINT,
+            metadata={"next": list(snapshot.next)},
+        )
+    ]
 
 
 _reported: set[str] = set()  # configuration errors already logged by this process

@@ -34,6 +34,7 @@ AWAITING_ANSWERS = (
     '(status "resolved" with payload {{"value": ...}}, or status "cancelled")'
 )
 NOTHING_PENDING = "thread {thread_id} has no pending interrupt to resume"
+NOTHING_NEXT = "thread {thread_id} has nothing to go on with (no step is next): send a user message"
 UNKNOWN_INTERRUPT = (
     "interrupt {interrupt_id!r} is not pending on thread {thread_id} (pending: {ids})"
 )
@@ -57,7 +58,8 @@ CALL_INTERRUPTED = "该工具调用没有完成：上一轮运行意外中断，
 
 @dataclass(frozen=True, slots=True)
 class PreparedRun:
-    """What `events.stream_run` needs: the graph input (or resume) and the config.
+    """What `events.stream_run` needs: the graph input (or resume; None: go on from the
+    checkpoint) and the config.
 
     `known` holds the ids of the messages the thread had before, plus the input's:
     whatever else the thread holds after the run is what the run added. `checkpoint_id`
@@ -65,7 +67,7 @@ class PreparedRun:
     """
 
     thread_id: str
-    input: dict[str, Any] | Command
+    input: dict[str, Any] | Command | None
     config: RunnableConfig
     known: frozenset[str]
     checkpoint_id: str | None = None
@@ -88,6 +90,7 @@ async def prepare_run(
     max_message_bytes: int,
     checkpoint_id: str | None = None,
     transcript: ThreadTranscript | None = None,
+    no_input: bool = False,
 ) -> PreparedRun:
     """Check the request against the thread's state and build the run's input.
 
@@ -95,7 +98,9 @@ async def prepare_run(
     validated against its interrupt's payload first (`messages` are then history only).
     Otherwise the user messages the thread has not seen (by id, in its state or its
     `transcript`) are the input. The state is the latest checkpoint's, or
-    `checkpoint_id`'s (a rollback).
+    `checkpoint_id`'s (a rollback). With `no_input` the run goes on from that checkpoint
+    with no input (LangGraph's `input: null`: after a breakpoint); it needs a step next
+    and no question pending.
     """
     config = run_config(check_thread_id(thread_id), graph_id)
     at = config
@@ -116,6 +121,10 @@ async def prepare_run(
     if snapshot.interrupts:
         ids = ", ".join(pending.id for pending in snapshot.interrupts)
         raise Conflict("awaiting_answers", AWAITING_ANSWERS.format(thread_id=thread_id, ids=ids))
+    if no_input:
+        if not snapshot.next:
+            raise Conflict("nothing_pending", NOTHING_NEXT.format(thread_id=thread_id))
+        return PreparedRun(thread_id, None, config, frozenset(seen), start)
     unseen = [m for m in messages if isinstance(m, UserMessage) and m.id not in seen]
     if unseen and history and transcript is not None:  # a client resending older messages
         earlier = await transcript.holds(thread_id, [message.id for message in unseen])

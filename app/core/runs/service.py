@@ -156,6 +156,10 @@ READY_TIMEOUT_S = 1.0  # how long /readyz waits for the database
 PROTOCOL_KEY = "protocol"
 # Where a run request keeps the checkpoint a fork starts from (`start_run`).
 FORK_KEY = "checkpointId"
+# Where a run request keeps LangGraph's breakpoints, and that it has no input (`start_run`).
+BEFORE_KEY = "interruptBefore"
+AFTER_KEY = "interruptAfter"
+NO_INPUT_KEY = "noInput"
 UNKNOWN_CHECKPOINT = "thread {thread_id} has no checkpoint {checkpoint_id}"
 
 # Another process's log: its events are not announced (a NOTIFY per log write would
@@ -262,6 +266,9 @@ class AgentService:
         caller: Caller = OPEN,
         protocol: Mapping[str, Any] | None = None,
         checkpoint_id: str | None = None,
+        interrupt_before: Sequence[str] | None = None,
+        interrupt_after: Sequence[str] | None = None,
+        no_input: bool = False,
     ) -> Run:
         """Check, record and start a run: the one way a run starts (`origin`: where a
         thread it starts is said to be started; `caller`: who starts it, the owner of a
@@ -269,7 +276,9 @@ class AgentService:
         `protocol`: what the client's protocol asked beyond the run itself, kept with the
         request for its readers, e.g. LangGraph's stream modes; `checkpoint_id`: run from
         that checkpoint of the thread rather than its latest, a fork, as LangGraph's time
-        travel does).
+        travel does; `interrupt_before`/`interrupt_after`: LangGraph's breakpoints, node
+        names or "*"; `no_input`: go on from the checkpoint with no input, as after a
+        breakpoint).
 
         Raises a ServiceError (nothing recorded, nothing changed) when the request or
         the thread's state refuses it. The run then executes on its own; follow it
@@ -311,6 +320,12 @@ class AgentService:
             request[PROTOCOL_KEY] = dict(protocol)
         if checkpoint_id is not None:
             request[FORK_KEY] = checkpoint_id
+        if interrupt_before:
+            request[BEFORE_KEY] = list(interrupt_before)
+        if interrupt_after:
+            request[AFTER_KEY] = list(interrupt_after)
+        if no_input:
+            request[NO_INPUT_KEY] = True
         record = RunRecord(
             run_id=run_id,
             thread_id=thread_id,
@@ -394,6 +409,7 @@ class AgentService:
             max_message_bytes=self.settings.agent_max_message_bytes,
             checkpoint_id=checkpoint_id,
             transcript=self.transcript,
+            no_input=bool(request.get(NO_INPUT_KEY)),
         )
 
     # --- executing -----------------------------------------------------------------------
@@ -437,6 +453,8 @@ class AgentService:
                 checkpoint_id=fork,
                 announce=run.log.last == 0,
                 observe=usage.observe,
+                interrupt_before=run.request.get(BEFORE_KEY),
+                interrupt_after=run.request.get(AFTER_KEY),
             )
             async with aclosing(events):
                 async for event in events:

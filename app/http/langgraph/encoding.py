@@ -5,7 +5,18 @@ AG-UI routes send it as it is, and `StreamEncoder` reads the same entries and fo
 into LangGraph's stream parts: `values` (the state after each step), `updates` (what each
 node wrote), `messages-tuple` and `messages` (the model's chunks, whole tool messages),
 `custom`, `error`, then `end`. So a thread serves both protocols from one log, and the
-AG-UI path pays nothing for this one.
+AG-UI path pays nothing for this one. `events` is the fold again, in LangChain's
+`astream_events` v2 shapes (the graph's and each step's chain start/end, the model's
+start/stream/end, each tool's start/end), its run ids derived from the run's.
+
+`checkpoints`, `tasks` and `debug` come from the run's checkpoints, which the log does
+not hold: `Checkpoints` reads them from the checkpointer (those whose metadata names the
+run, after the one a resumed run goes on from), and each is shown at a fixed place in
+the fold: the k-th step's start shows those its tasks started from, the run's end the
+rest, as LangGraph orders them (a step's task results, the checkpoint after it, the next
+step's task starts). The reader waits at such a place for the checkpoints it needs
+(LangGraph writes them in the background), so a rejoin shows the same parts at the same
+places.
 
 Frame ids are `<event seq>` for the first part an entry makes and `<seq>.<n>` for the
 next ones: the fold is deterministic over the log, so a rejoin (`Last-Event-ID`) folds
@@ -20,7 +31,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -49,8 +60,10 @@ from langchain_core.messages import (
     HumanMessage,
     ToolMessage,
 )
-from langgraph.types import StateSnapshot
+from langgraph.constants import START
+from langgraph.types import PregelTask, StateSnapshot
 
+from app.core.runs.events import BREAKPOINT
 from app.core.runs.log import Entry
 from app.core.storage.runs import RunRecord, RunStatus, ThreadSummary
 from graphs.provider_quirks import REASONING_KEY
@@ -60,8 +73,26 @@ from graphs.react import AGENT_NODE, TOOLS_NODE
 ASSISTANT_NAMESPACE: Final = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 # The stream modes this server folds the log into; others asked for are left out.
 STREAM_MODES: Final = frozenset(
-    {"values", "updates", "messages-tuple", "messages", "custom", "metadata"}
+    {
+        "values",
+        "updates",
+        "messages-tuple",
+        "messages",
+        "custom",
+        "metadata",
+        "checkpoints",
+        "tasks",
+        "debug",
+        "events",
+    }
 )
+# The modes made from the run's checkpoints (read from the checkpointer, not the log).
+CHECKPOINT_MODES: Final = frozenset({"checkpoints", "tasks", "debug"})
+# LangGraph's names for how a task was triggered: a node's edge, or a Send.
+PULL: Final = "__pregel_pull"
+PUSH: Final = "__pregel_push"
+# astream_events' name for the chat model (LangChain names it after the model's class).
+MODEL_NAME: Final = "ChatModel"
 DEFAULT_MODES: Final = ("values",)
 INTERRUPT_KEY: Final = "__interrupt__"
 ERROR_KEY: Final = "__error__"
@@ -163,12 +194,16 @@ class StreamEncoder:
         before: Sequence[AnyMessage],
         added: Sequence[AnyMessage] = (),
         values: Mapping[str, Any] | None = None,
+        checkpoints: Checkpoints | None = None,
+        first_due: int = 2,
     ) -> None:
         self.modes = frozenset(modes)
         self._values = {k: v for k, v in (values or {}).items() if k != "messages"}
         self._messages: list[AnyMessage] = []
         for message in (*before, *added):
             self._add(message)
+        self.graph_id = graph_id
+        self._events_out: list[tuple[str, Any]] = []  # where a reply's end event goes
         self._meta = {
             "thread_id": thread_id,
             "run_id": run_id,
@@ -177,11 +212,27 @@ class StreamEncoder:
         }
         self._turn: _Turn | None = None
         self._node = AGENT_NODE
+        # The calls of the history's last reply: a resumed run's tools step runs them.
+        last = next((m for m in reversed(self._messages) if isinstance(m, AIMessage)), None)
+        self._calls = [dict(call) for call in last.tool_calls] if last is not None else []
         self._step: list[AnyMessage] = []
-        self._tool_names: dict[str, str] = {}
+        self._tool_names = {call["id"]: call["name"] for call in self._calls if call["id"]}
         self._partial: dict[str, AIMessageChunk] = {}  # `messages` mode: each reply so far
         self._seen: set[str] = set()
         self.ended = False
+        # The checkpoint modes: the run's checkpoints read so far, how many are shown, how
+        # many the first step's start shows (the input's two; a resumed run's one: the
+        # checkpoint it goes on from), how many steps have started.
+        self._checkpoints = checkpoints if self.modes & CHECKPOINT_MODES else None
+        self._snapshots: Sequence[StateSnapshot] = ()
+        self._shown = 0
+        self._first_due = first_due
+        self._steps = 0
+        # The events mode: the input the run was given, and its own run id.
+        self._input = {"messages": list(added)} if added else None
+        self._events_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"run:{run_id}"))
+        self._events_node: tuple[str, str] | None = None  # the step's (node, run id)
+        self._events_model: str | None = None  # the model reply streamed now: its run id
 
     # --- entries -> parts ------------------------------------------------------------
 
@@ -196,13 +247,32 @@ class StreamEncoder:
             return numbered
         return [part for n, part in enumerate(numbered) if (entry.seq, n) > after]
 
+    async def read(self, entry: Entry) -> None:
+        """Read the checkpoints `entry`'s parts need (the checkpoint modes), before `parts`."""
+        if self._checkpoints is None:
+            return
+        event = entry.typed()
+        if isinstance(event, StepStartedEvent):
+            need: int | None = self._steps + self._first_due
+        elif isinstance(event, (RunFinishedEvent, RunErrorEvent)):
+            need = None
+        else:
+            return
+        if need is None or need > self._shown:
+            self._snapshots = await self._checkpoints(need)
+
     def feed(self, event: BaseEvent) -> list[tuple[str, Any]]:
         """The (event, data) parts one AG-UI event makes."""
         out: list[tuple[str, Any]] = []
+        self._events_out = out
         if isinstance(event, RunStartedEvent):
             self._emit_values(out)
+            self._event(out, "on_chain_start", self.graph_id, self._events_id, input=self._input)
         elif isinstance(event, StepStartedEvent):
             self._node, self._step = event.step_name, []
+            self._show_checkpoints(self._steps + self._first_due, out)
+            self._steps += 1
+            self._start_node_event(event.step_name, out)
         elif isinstance(event, StepFinishedEvent):
             self._finish_step(event.step_name, out)
         elif isinstance(event, ReasoningMessageContentEvent):
@@ -249,10 +319,12 @@ class StreamEncoder:
                     else {"name": event.name, "value": event.value}
                 )
                 out.append(("custom", data))
+            self._event(out, "on_custom_event", event.name, self._events_id, data=event.value)
         elif isinstance(event, RunFinishedEvent):
             self._finish_run(event, out)
         elif isinstance(event, RunErrorEvent):
             self._end_turn()
+            self._show_checkpoints(None, out)
             out.append(("error", {"error": event.code or "run_failed", "message": event.message}))
             out.append(("end", None))
             self.ended = True
@@ -319,6 +391,10 @@ class StreamEncoder:
         self._add(reply)
         self._step.append(reply)
         self._partial.pop(turn.id, None)
+        self._calls = calls
+        if self._events_model is not None:
+            model, self._events_model = self._events_model, None
+            self._event(self._events_out, "on_chat_model_end", MODEL_NAME, model, output=reply)
         return reply
 
     def _finish_step(self, node: str, out: list[tuple[str, Any]]) -> None:
@@ -329,6 +405,12 @@ class StreamEncoder:
             self._emit_values(out)
         elif node == TOOLS_NODE:
             self._emit_values(out)
+        if self._events_node is not None:
+            name, node_id = self._events_node
+            self._events_node = None
+            self._event(
+                out, "on_chain_end", name, node_id, parent=True, output={"messages": self._step}
+            )
         self._step = []
 
     def _tool_result(self, event: ToolCallResultEvent, out: list[tuple[str, Any]]) -> None:
@@ -346,6 +428,11 @@ class StreamEncoder:
             response_metadata={"outcome": outcome} if outcome else {},
         )
         self._add(message)
+        self._step.append(message)
+        if "events" in self.modes:
+            name = message.name or "tool"
+            tool_id = _derived_id(self._events_id, f"tool:{event.tool_call_id}")
+            self._event(out, "on_tool_end", name, tool_id, parent=True, output=message)
         if "messages-tuple" in self.modes:
             out.append(("messages", [message, {**self._meta, "langgraph_node": TOOLS_NODE}]))
         if "messages" in self.modes:
@@ -355,6 +442,8 @@ class StreamEncoder:
             out.append(("updates", {TOOLS_NODE: {"messages": [message]}}))
 
     def _chunk(self, chunk: AIMessageChunk, out: list[tuple[str, Any]]) -> None:
+        if "events" in self.modes:
+            self._model_event(chunk, out)
         if "messages-tuple" in self.modes:
             out.append(("messages", [chunk, {**self._meta, "langgraph_node": self._node}]))
         if "messages" in self.modes:
@@ -373,6 +462,128 @@ class StreamEncoder:
             meta = {**self._meta, "langgraph_node": node}
             out.append(("messages/metadata", {key: {"metadata": meta}}))
 
+    # --- events: astream_events v2 shapes ----------------------------------------------
+
+    def _event(
+        self,
+        out: list[tuple[str, Any]],
+        kind: str,
+        name: str,
+        run_id: str,
+        *,
+        parent: bool = False,
+        **data: Any,
+    ) -> None:
+        if "events" not in self.modes:
+            return
+        node = self._events_node
+        parents = [self._events_id] if parent or kind.startswith("on_chat") else []
+        if node is not None and run_id != node[1] and parents:
+            parents.append(node[1])
+        metadata: dict[str, Any] = {"thread_id": self._meta["thread_id"], "graph_id": self.graph_id}
+        if parents:
+            metadata |= {"langgraph_node": self._node, "langgraph_step": self._steps}
+        out.append(
+            (
+                "events",
+                {
+                    "event": kind,
+                    "name": name,
+                    "run_id": run_id,
+                    "tags": [f"graph:step:{self._steps}"] if parents else [],
+                    "metadata": metadata,
+                    "data": data,
+                    "parent_ids": parents,
+                },
+            )
+        )
+
+    def _start_node_event(self, node: str, out: list[tuple[str, Any]]) -> None:
+        if "events" not in self.modes:
+            return
+        node_id = _derived_id(self._events_id, f"step:{self._steps}")
+        self._events_node = (node, node_id)
+        self._event(out, "on_chain_start", node, node_id, parent=True, input=self.values())
+        if node == TOOLS_NODE:
+            for call in self._calls:
+                tool_id = _derived_id(self._events_id, f"tool:{call['id']}")
+                self._event(
+                    out, "on_tool_start", call["name"], tool_id, parent=True, input=call["args"]
+                )
+
+    def _model_event(self, chunk: AIMessageChunk, out: list[tuple[str, Any]]) -> None:
+        if self._events_model is None:
+            self._events_model = _derived_id(self._events_id, f"model:{chunk.id}")
+            self._event(out, "on_chat_model_start", MODEL_NAME, self._events_model, input={})
+        self._event(out, "on_chat_model_stream", MODEL_NAME, self._events_model, chunk=chunk)
+
+    # --- checkpoints, tasks, debug: from the run's checkpoints -------------------------
+
+    def _show_checkpoints(self, upto: int | None, out: list[tuple[str, Any]]) -> None:
+        """The parts of the run's checkpoints up to the `upto`-th (None: all, and the last
+        one's tasks that ended: interrupted or failed), those shown already left out."""
+        if self._checkpoints is None:
+            return
+        found = self._snapshots
+        last = len(found) if upto is None else min(upto, len(found))
+        while self._shown < last:
+            at = self._shown
+            if at > 0:
+                self._task_results(found[at - 1], found[at].created_at, out)
+            self._checkpoint(found[at], out)
+            self._task_starts(found[at], out)
+            self._shown += 1
+        if upto is None and found and self._shown == len(found):
+            self._task_results(found[-1], found[-1].created_at, out)
+            self._shown += 1  # the last one's results are shown too
+
+    def _checkpoint(self, snapshot: StateSnapshot, out: list[tuple[str, Any]]) -> None:
+        payload = checkpoint_payload(snapshot)
+        if "checkpoints" in self.modes:
+            out.append(("checkpoints", payload))
+        if "debug" in self.modes:
+            shown = {
+                **payload,
+                "checkpoint": _checkpoint(snapshot.config),
+                "parent_checkpoint": _checkpoint(snapshot.parent_config),
+            }
+            out.append(("debug", _debug("checkpoint", snapshot, shown)))
+
+    def _task_starts(self, snapshot: StateSnapshot, out: list[tuple[str, Any]]) -> None:
+        for task in snapshot.tasks:
+            if task.name == START:  # hidden: LangGraph's task streams leave it out
+                continue
+            payload = {
+                "id": task.id,
+                "name": task.name,
+                "input": task_input(snapshot, task),
+                "triggers": [PUSH] if task.path[:1] == (PUSH,) else [f"branch:to:{task.name}"],
+            }
+            if "tasks" in self.modes:
+                out.append(("tasks", payload))
+            if "debug" in self.modes:
+                out.append(("debug", _debug("task", snapshot, payload, step=1)))
+
+    def _task_results(
+        self, snapshot: StateSnapshot, at: str | None, out: list[tuple[str, Any]]
+    ) -> None:
+        for task in snapshot.tasks:
+            if task.name == START:
+                continue
+            if task.result is None and task.error is None and not task.interrupts:
+                continue  # not ended: a cancelled run's
+            payload = {
+                "id": task.id,
+                "name": task.name,
+                "error": str(task.error) if task.error else None,
+                "result": task.result if task.result is not None else {},
+                "interrupts": [{"value": i.value, "id": i.id} for i in task.interrupts],
+            }
+            if "tasks" in self.modes:
+                out.append(("tasks", payload))
+            if "debug" in self.modes:
+                out.append(("debug", _debug("task_result", snapshot, payload, step=1, at=at)))
+
     def _emit_values(self, out: list[tuple[str, Any]]) -> None:
         if "values" in self.modes:
             out.append(("values", self.values()))
@@ -388,13 +599,85 @@ class StreamEncoder:
             pending = [
                 {"value": (i.metadata or {}).get("payload", i.message), "id": i.id}
                 for i in event.outcome.interrupts
+                if i.reason != BREAKPOINT  # LangGraph shows a pause at a breakpoint as none
             ]
             if "updates" in self.modes:
                 out.append(("updates", {INTERRUPT_KEY: pending}))
             elif "values" in self.modes:
                 out.append(("values", {INTERRUPT_KEY: pending}))
+        self._show_checkpoints(None, out)
+        self._event(out, "on_chain_end", self.graph_id, self._events_id, output=self.values())
         out.append(("end", None))
         self.ended = True
+
+
+# The run's checkpoints as the encoder asks for them: the first `need` at least (None:
+# all), oldest first, after waiting for them where they are still being written.
+Checkpoints = Callable[[int | None], Awaitable[Sequence[StateSnapshot]]]
+
+
+def _derived_id(base: str, part: str) -> str:
+    """A run id for a part of the run (a step, a model reply, a tool call): the same on
+    every fold."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{base}/{part}"))
+
+
+def checkpoint_payload(snapshot: StateSnapshot) -> dict[str, Any]:
+    """A checkpoint as LangGraph's `checkpoints` mode has it when it is written: its
+    tasks not run yet (a resumed run's first one: with their interrupts)."""
+    return {
+        "config": _config(snapshot.config),
+        "parent_config": _config(snapshot.parent_config),
+        "values": dict(snapshot.values or {}),
+        "metadata": dict(snapshot.metadata or {}),
+        "next": list(snapshot.next),
+        "tasks": [
+            {
+                "id": task.id,
+                "name": task.name,
+                "interrupts": [{"value": i.value, "id": i.id} for i in task.interrupts],
+                "state": None,
+            }
+            for task in snapshot.tasks
+        ],
+    }
+
+
+def _config(config: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if not config:
+        return None
+    configurable = config.get("configurable", {})
+    return {
+        "configurable": {
+            "checkpoint_ns": configurable.get("checkpoint_ns", ""),
+            "thread_id": configurable.get("thread_id"),
+            "checkpoint_id": configurable.get("checkpoint_id"),
+        }
+    }
+
+
+def task_input(snapshot: StateSnapshot, task: PregelTask) -> Any:
+    """What a task of `snapshot` is given: a node the state; a Send (the tools node's
+    tasks) its packet, one per call of the last reply in order (`plan_tool_tasks`)."""
+    values = dict(snapshot.values or {})
+    if task.path[:1] != (PUSH,):
+        return values
+    index = task.path[1] if len(task.path) > 1 and isinstance(task.path[1], int) else 0
+    last = next((m for m in reversed(values.get("messages", [])) if isinstance(m, AIMessage)), None)
+    calls: list[Any] = [*last.tool_calls, *last.invalid_tool_calls] if last is not None else []
+    return {"call": calls[index]} if index < len(calls) else {}
+
+
+def _debug(
+    kind: str, snapshot: StateSnapshot, payload: Any, *, step: int = 0, at: str | None = None
+) -> dict[str, Any]:
+    """A `debug` part: what it is, when (the checkpoint's time), the step and the payload."""
+    return {
+        "type": kind,
+        "timestamp": at or snapshot.created_at,
+        "step": (snapshot.metadata or {}).get("step", 0) + step,
+        "payload": payload,
+    }
 
 
 # --- resources ---------------------------------------------------------------------

@@ -5,20 +5,23 @@ page, resumed after a crash), and streamed from its log through `encoding.Stream
 Input: `input.messages` (user messages: `{"role": "user"}` or `{"type": "human"}`) or
 `command.resume`: a value answers the first pending interrupt, a mapping of pending
 interrupt ids answers each (a bare value is shorthand for `{"value": ...}`, as on
-`/api`).
+`/api`). Neither (`input` absent or null): the run goes on from the thread's checkpoint,
+as after a breakpoint (`interrupt_before`/`interrupt_after`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from typing import Annotated, Any, Literal
 
 from ag_ui.core import Message, ResumeEntry, RunErrorEvent, UserMessage
 from fastapi import Header, Query, Request
 from fastapi.responses import Response
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import StateSnapshot
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse
 
@@ -26,7 +29,8 @@ from app.core.errors import Conflict, Invalid, NotFound
 from app.core.runs.log import Entry, is_terminal
 from app.core.runs.prepare import NOTHING_PENDING
 from app.core.runs.run import Run
-from app.core.runs.service import PROTOCOL_KEY, AgentService
+from app.core.runs.service import NO_INPUT_KEY, PROTOCOL_KEY, AgentService
+from app.core.runs.threads import RUN_KEY, run_config
 from app.core.storage.runs import MultitaskStrategy
 from app.core.users.identity import Caller
 from app.http.auth import CallerOf
@@ -46,6 +50,7 @@ from app.http.langgraph.encoding import (
     ERROR_KEY,
     INTERRUPT_KEY,
     RUN_STATUS,
+    Checkpoints,
     Part,
     StreamEncoder,
     human_messages,
@@ -66,10 +71,15 @@ NOT_USER = (
 NO_INPUT = "send input.messages (a user message) or command.resume"
 RUN_BODY = (
     "A run as langgraph-sdk sends it: `input.messages` (the user's messages) or "
-    "`command.resume` (answers to the pending interrupts), not both."
+    "`command.resume` (answers to the pending interrupts), not both; neither (no `input`): "
+    "go on from the thread's checkpoint, as after a breakpoint (409 when no step is next)."
 )
 INPUT_XOR_COMMAND = "send input (a new message) or command (answers), not both"
 NO_GOTO = "command.update and command.goto are not supported here; send command.resume"
+NO_NODE = "interrupt_before/after names no node of this graph: {nodes} (its nodes: {known})"
+# How often, and how long at most, a stream looks for a checkpoint LangGraph is writing.
+CHECKPOINT_POLL_S = 0.02
+CHECKPOINT_WAIT_S = 10.0
 BAD_EVENT_ID = "invalid Last-Event-ID header {value!r}: use the id of an event received"
 
 
@@ -128,7 +138,7 @@ RUN_RULES: dict[str, Any] = {
 
 def _run_schema(schema: dict[str, Any]) -> None:
     schema["properties"].update(RUN_RULES)
-    # Either `input.messages` or `command.resume` is needed (else 422 `no_user_message`):
+    # `input.messages`, `command.resume` or no input at all (else 422 `no_user_message`):
     # said in words only, as schemathesis cannot generate from the schemas that say it
     # (a top-level anyOf/oneOf loses the object's `required`; if/then/else breaks its
     # fuzzing of every other operation).
@@ -158,6 +168,15 @@ class RunCreate(BaseModel):
     if_not_exists: Literal["create", "reject"] | None = None
     checkpoint_id: str | None = Field(None, description="run from this checkpoint: a fork")
     checkpoint: dict[str, Any] | None = Field(None, description="its `checkpoint_id`, as above")
+    stream_subgraphs: bool = Field(
+        False, description="taken: these graphs have no subgraphs, so parts carry no namespace"
+    )
+    interrupt_before: Literal["*"] | list[str] | None = Field(
+        None, description='pause before these nodes ("*": every node)'
+    )
+    interrupt_after: Literal["*"] | list[str] | None = Field(
+        None, description='pause after these nodes ("*": every node)'
+    )
 
 
 def _user_messages(run_input: dict[str, Any] | None) -> list[Message]:
@@ -205,10 +224,13 @@ async def start(agents: AgentService, thread_id: str, body: RunCreate, caller: C
         raise Invalid("invalid_body", INPUT_XOR_COMMAND)
     messages = _user_messages(body.input)
     resume = None
+    no_input = False
     if command is not None and resuming:
         resume = await _answers(agents, thread_id, command.resume)
     elif not messages:
-        raise Invalid("no_user_message", NO_INPUT)
+        if body.input is not None or command is not None:
+            raise Invalid("no_user_message", NO_INPUT)
+        no_input = True  # go on from the checkpoint: after a breakpoint (409 if none)
     return await agents.start_run(
         graph_id,
         thread_id=thread_id,
@@ -218,6 +240,9 @@ async def start(agents: AgentService, thread_id: str, body: RunCreate, caller: C
         multitask_strategy=body.multitask_strategy,
         caller=caller,
         checkpoint_id=body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id"),
+        interrupt_before=_nodes(agents, graph_id, body.interrupt_before),
+        interrupt_after=_nodes(agents, graph_id, body.interrupt_after),
+        no_input=no_input,
         protocol={
             "assistant_id": body.assistant_id,
             "metadata": body.metadata or {},
@@ -225,6 +250,19 @@ async def start(agents: AgentService, thread_id: str, body: RunCreate, caller: C
             "multitask_strategy": body.multitask_strategy,
         },
     )
+
+
+def _nodes(agents: AgentService, graph_id: str, asked: str | list[str] | None) -> list[str]:
+    """Breakpoint nodes as LangGraph takes them: "*" or names of the graph's nodes."""
+    if not asked:
+        return []
+    if asked == "*":
+        return ["*"]
+    known = set(agents.graph(graph_id).nodes) - {"__start__"}
+    unknown = [node for node in asked if node != "*" and node not in known]
+    if unknown:
+        raise Invalid("invalid_body", NO_NODE.format(nodes=unknown[:5], known=sorted(known)))
+    return list(asked)
 
 
 async def encoder_for(
@@ -244,6 +282,10 @@ async def encoder_for(
     known = {message.id for message in before}
     added = [m for m in human_messages(request.get("messages") or []) if m.id not in known]
     asked = (request.get(PROTOCOL_KEY) or {}).get("stream_mode")
+    # A run with new input shows its input's checkpoint and the first step's before its
+    # first step; a resumed one (answers, or no input) the checkpoint it goes on from.
+    goes_on = bool(request.get("resume") or request.get(NO_INPUT_KEY))
+    graph = agents.graphs.get(started.record.graph)
     return StreamEncoder(
         modes or stream_modes(asked),
         thread_id=thread_id,
@@ -252,7 +294,62 @@ async def encoder_for(
         before=before,
         added=added,
         values=values,
+        checkpoints=None
+        if graph is None
+        else _checkpoints_of(
+            agents, graph, thread_id, run_id, started.checkpoint_before if goes_on else None
+        ),
+        first_due=1 if goes_on else 2,
     )
+
+
+def _checkpoints_of(
+    agents: AgentService,
+    graph: CompiledStateGraph,
+    thread_id: str,
+    run_id: str,
+    goes_on_from: str | None,
+) -> Checkpoints:
+    """The run's checkpoints, oldest first: the one it goes on from (if it does), then
+    those its metadata names. Asked for the first `need`, it waits (polling: LangGraph
+    writes them in the background) until they and their predecessors' task results are
+    in, or the run has ended, so that every fold shows the same ones at the same place."""
+    config = run_config(thread_id, graph.name)
+    loop = asyncio.get_running_loop()
+
+    async def read(need: int | None) -> Sequence[StateSnapshot]:
+        deadline = loop.time() + CHECKPOINT_WAIT_S
+        while True:
+            found: list[StateSnapshot] = []
+            if goes_on_from is not None:
+                at = run_config(thread_id, graph.name)
+                at["configurable"]["checkpoint_id"] = goes_on_from
+                found.append(await graph.aget_state(at))
+            own = [s async for s in graph.aget_state_history(config, filter={RUN_KEY: run_id})]
+            found += reversed(own)
+            if need is None or _complete(found, need) or loop.time() > deadline:
+                return found
+            if not await _active(agents, thread_id, run_id):
+                return found
+            await asyncio.sleep(CHECKPOINT_POLL_S)
+
+    return read
+
+
+def _complete(found: Sequence[StateSnapshot], need: int) -> bool:
+    """Whether the first `need` checkpoints are in, and the tasks of all but the last
+    have ended (their results are written)."""
+    return len(found) >= need and all(
+        task.result is not None or task.error is not None or task.interrupts
+        for snapshot in found[: need - 1]
+        for task in snapshot.tasks
+    )
+
+
+async def _active(agents: AgentService, thread_id: str, run_id: str) -> bool:
+    if agents.held(thread_id, run_id) is not None:
+        return True
+    return (await agents.run_record(thread_id, run_id)).active
 
 
 def event_stream(
@@ -280,6 +377,7 @@ def event_stream(
                         encoder = await encoder_for(agents, thread_id, run_id, modes)
                     made: list[Part] = []
                     for entry in batch:
+                        await encoder.read(entry)
                         made += encoder.parts(entry, after)
                     if made:
                         yield _masked(agents, "".join(part.sse() for part in made))
