@@ -321,9 +321,9 @@ class AgentService:
         if checkpoint_id is not None:
             request[FORK_KEY] = checkpoint_id
         if interrupt_before:
-            request[BEFORE_KEY] = list(interrupt_before)
+            request[BEFORE_KEY] = _breakpoints(interrupt_before)
         if interrupt_after:
-            request[AFTER_KEY] = list(interrupt_after)
+            request[AFTER_KEY] = _breakpoints(interrupt_after)
         if no_input:
             request[NO_INPUT_KEY] = True
         record = RunRecord(
@@ -942,6 +942,11 @@ async def _flat(batches: AsyncGenerator[list[Entry], None]) -> AsyncGenerator[En
         async for batch in batches:
             for entry in batch:
                 yield entry
+
+
+def _breakpoints(nodes: Sequence[str]) -> str | list[str]:
+    """Breakpoint nodes as LangGraph takes them: "*" (every node) is a string, not a name."""
+    return "*" if "*" in ([nodes] if isinstance(nodes, str) else nodes) else list(nodes)
 
 
 def check_run_id(run_id: str) -> str:

@@ -214,7 +214,9 @@ class StreamEncoder:
         self._node = AGENT_NODE
         # The calls of the history's last reply: a resumed run's tools step runs them.
         last = next((m for m in reversed(self._messages) if isinstance(m, AIMessage)), None)
-        self._calls = [dict(call) for call in last.tool_calls] if last is not None else []
+        self._calls: list[dict[str, Any]] = (
+            [dict(call) for call in last.tool_calls] if last is not None else []
+        )
         self._step: list[AnyMessage] = []
         self._tool_names = {call["id"]: call["name"] for call in self._calls if call["id"]}
         self._partial: dict[str, AIMessageChunk] = {}  # `messages` mode: each reply so far

@@ -256,7 +256,7 @@ def _nodes(agents: AgentService, graph_id: str, asked: str | list[str] | None) -
     """Breakpoint nodes as LangGraph takes them: "*" or names of the graph's nodes."""
     if not asked:
         return []
-    if asked == "*":
+    if asked == "*" or "*" in asked:
         return ["*"]
     known = set(agents.graph(graph_id).nodes) - {"__start__"}
     unknown = [node for node in asked if node != "*" and node not in known]
