@@ -540,7 +540,10 @@ class StreamEncoder:
             self._shown += 1  # the last one's results are shown too
 
     def _checkpoint(self, snapshot: StateSnapshot, out: list[tuple[str, Any]]) -> None:
-        payload = checkpoint_payload(snapshot)
+        # What a checkpoint's tasks asked is known only once they ran, the fold shows it
+        # sooner or later: only the one a resumed run goes on from shows it (asked before).
+        first_of_resumed = self._shown == 0 and self._first_due == 1
+        payload = checkpoint_payload(snapshot, interrupts=first_of_resumed)
         if "checkpoints" in self.modes:
             out.append(("checkpoints", payload))
         if "debug" in self.modes:
@@ -605,7 +608,7 @@ class StreamEncoder:
             ]
             if "updates" in self.modes:
                 out.append(("updates", {INTERRUPT_KEY: pending}))
-            elif "values" in self.modes:
+            elif "values" in self.modes and pending:  # langgraph-api leaves a breakpoint out
                 out.append(("values", {INTERRUPT_KEY: pending}))
         self._show_checkpoints(None, out)
         self._event(out, "on_chain_end", self.graph_id, self._events_id, output=self.values())
@@ -624,9 +627,10 @@ def _derived_id(base: str, part: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{base}/{part}"))
 
 
-def checkpoint_payload(snapshot: StateSnapshot) -> dict[str, Any]:
+def checkpoint_payload(snapshot: StateSnapshot, *, interrupts: bool = False) -> dict[str, Any]:
     """A checkpoint as LangGraph's `checkpoints` mode has it when it is written: its
-    tasks not run yet (a resumed run's first one: with their interrupts)."""
+    tasks not run yet, so without interrupts unless `interrupts` (a resumed run's first
+    checkpoint: its tasks asked before this run began)."""
     return {
         "config": _config(snapshot.config),
         "parent_config": _config(snapshot.parent_config),
@@ -637,7 +641,9 @@ def checkpoint_payload(snapshot: StateSnapshot) -> dict[str, Any]:
             {
                 "id": task.id,
                 "name": task.name,
-                "interrupts": [{"value": i.value, "id": i.id} for i in task.interrupts],
+                "interrupts": [{"value": i.value, "id": i.id} for i in task.interrupts]
+                if interrupts
+                else [],
                 "state": None,
             }
             for task in snapshot.tasks

@@ -12,6 +12,7 @@ as after a breakpoint (`interrupt_before`/`interrupt_after`).
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
@@ -63,6 +64,7 @@ from app.http.langgraph.encoding import (
 from app.http.openapi import EVENT_STREAM, errors
 from app.http.routes import MAX_THREADS, takes_no_body
 
+logger = logging.getLogger(__name__)
 api = router()
 NOT_USER = (
     "input.messages[{index}] is not a user message: this server takes the user's messages "
@@ -297,7 +299,12 @@ async def encoder_for(
         checkpoints=None
         if graph is None
         else _checkpoints_of(
-            agents, graph, thread_id, run_id, started.checkpoint_before if goes_on else None
+            agents,
+            graph,
+            thread_id,
+            started.record.graph,
+            run_id,
+            started.checkpoint_before if goes_on else None,
         ),
         first_due=1 if goes_on else 2,
     )
@@ -307,6 +314,7 @@ def _checkpoints_of(
     agents: AgentService,
     graph: CompiledStateGraph,
     thread_id: str,
+    graph_id: str,
     run_id: str,
     goes_on_from: str | None,
 ) -> Checkpoints:
@@ -314,7 +322,7 @@ def _checkpoints_of(
     those its metadata names. Asked for the first `need`, it waits (polling: LangGraph
     writes them in the background) until they and their predecessors' task results are
     in, or the run has ended, so that every fold shows the same ones at the same place."""
-    config = run_config(thread_id, graph.name)
+    config = run_config(thread_id, graph_id)
     loop = asyncio.get_running_loop()
 
     async def read(need: int | None) -> Sequence[StateSnapshot]:
@@ -322,7 +330,7 @@ def _checkpoints_of(
         while True:
             found: list[StateSnapshot] = []
             if goes_on_from is not None:
-                at = run_config(thread_id, graph.name)
+                at = run_config(thread_id, graph_id)
                 at["configurable"]["checkpoint_id"] = goes_on_from
                 found.append(await graph.aget_state(at))
             own = [s async for s in graph.aget_state_history(config, filter={RUN_KEY: run_id})]
@@ -333,7 +341,14 @@ def _checkpoints_of(
                 return found
             await asyncio.sleep(CHECKPOINT_POLL_S)
 
-    return read
+    async def guarded(need: int | None) -> Sequence[StateSnapshot]:
+        try:
+            return await read(need)
+        except Exception:  # the database went away: the log's own parts still go out
+            logger.exception("could not read the checkpoints of run %s", run_id)
+            return ()
+
+    return guarded
 
 
 def _complete(found: Sequence[StateSnapshot], need: int) -> bool:
