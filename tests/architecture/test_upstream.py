@@ -9,7 +9,7 @@ pyproject.toml, so the upgrade that would break one is a deliberate one, made he
 What uses only public APIs is not listed. Sections: the OpenAI SDK and langchain-openai
 (graphs/model.py, app/core/observability/telemetry.py), langchain-core (graphs/
 text_mode.py), the MCP SDK (tools/mcp/tushare_client.py), LangGraph (app/core/runs/
-threads.py), uvicorn (app/main.py, app/http/deadlines.py).
+threads.py, app/http/langgraph/encoding.py), uvicorn (app/main.py, app/http/deadlines.py).
 
 The last section checks what the tests themselves assume of llama.cpp's llama-server
 (tests/support/llama.py), which no upstream documents either.
@@ -52,6 +52,7 @@ from uvicorn.supervisors import Multiprocess, multiprocess
 
 from app.core.observability.telemetry import RETRY_HEADER
 from app.core.runs.threads import _interrupted_calls
+from app.http.langgraph.encoding import PULL, PUSH
 from graphs.model import OpenAICompatibleChat, _PlainChunks, make_model
 from graphs.settings import GraphSettings
 from graphs.text_mode import text_mode_model
@@ -493,6 +494,32 @@ async def test_an_interrupted_send_task_points_into_the_checkpoint_pending_sends
     expected = {task.id: sends[task.path[1]].arg["call"]["id"] for task in snapshot.tasks}
     assert sorted(expected.values()) == calls
     assert await _interrupted_calls(graph, snapshot) == expected, mend(THREADS, "the mapping")
+
+
+ENCODING = "app/http/langgraph/encoding.py (task_input, StreamEncoder._task_starts)"
+
+
+async def test_a_tasks_stream_names_triggers_as_the_encoder_derives_them_from_task_paths() -> None:
+    builder = StateGraph(_Fan)
+    builder.add_node("ask", _ask)
+    builder.add_node("note", lambda _: {"done": ["noted"]})
+    builder.add_edge(START, "note")
+    builder.add_conditional_edges("note", lambda _: [Send("ask", {"call": {"id": "c1"}})], ["ask"])
+    graph = builder.compile(checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "t"}}
+    streamed = [
+        data
+        async for data in graph.astream({"done": []}, config, stream_mode="tasks")
+        if "triggers" in data
+    ]
+    history = [state async for state in graph.aget_state_history(config)]
+    paths = {task.id: task.path for state in history for task in state.tasks}
+
+    triggers = {data["name"]: (list(data["triggers"]), paths[data["id"]][:1]) for data in streamed}
+    assert triggers == {
+        "note": (["branch:to:note"], (PULL,)),
+        "ask": ([PUSH], (PUSH,)),
+    }, mend(ENCODING, f"a pull task's triggers and a Send's path are {triggers}")
 
 
 # --- uvicorn: app/main.py ---------------------------------------------------------
