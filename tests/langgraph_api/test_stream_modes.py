@@ -41,13 +41,25 @@ def shape(mode: str, data: Any) -> tuple[Any, ...]:
         tasks = [(t["name"], sorted(t), len(t["interrupts"])) for t in data["tasks"]]
         return (mode, meta["source"], meta["step"], data["next"], tasks, sorted(data))
     if mode == "tasks":
-        return (mode, data["name"], sorted(data), data.get("triggers"), _call(data.get("input")))
+        asked = len(data.get("interrupts", ()))
+        return (
+            mode,
+            data["name"],
+            sorted(data),
+            data.get("triggers"),
+            asked,
+            _call(data.get("input")),
+        )
     assert mode == "debug"
     payload = data["payload"]
     keys = set(payload)
     if data["type"] == "checkpoint":
         keys -= {"checkpoint", "parent_checkpoint"}  # langgraph-api adds them (Studio reads them)
-    extra = payload["name"] if data["type"] != "checkpoint" else payload["metadata"]["step"]
+    extra = (
+        (payload["name"], len(payload.get("interrupts", ())))
+        if data["type"] != "checkpoint"
+        else payload["metadata"]["step"]
+    )
     return (mode, data["type"], data["step"], extra, sorted(keys), sorted(data))
 
 

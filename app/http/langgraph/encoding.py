@@ -582,7 +582,11 @@ class StreamEncoder:
                 "name": task.name,
                 "error": str(task.error) if task.error else None,
                 "result": task.result if task.result is not None else {},
-                "interrupts": [{"value": i.value, "id": i.id} for i in task.interrupts],
+                # A task that went on after its answers shows what it returned, as
+                # LangGraph's resumed run does, not the questions it asked before.
+                "interrupts": []
+                if task.result is not None
+                else [{"value": i.value, "id": i.id} for i in task.interrupts],
             }
             if "tasks" in self.modes:
                 out.append(("tasks", payload))

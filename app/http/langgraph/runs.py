@@ -352,10 +352,10 @@ def _checkpoints_of(
 
 
 def _complete(found: Sequence[StateSnapshot], need: int) -> bool:
-    """Whether the first `need` checkpoints are in, and the tasks of all but the last
-    have ended (their results are written)."""
+    """Whether the first `need` checkpoints are in, and the results of the tasks of all
+    but the last are written (a checkpoint follows a step all of whose tasks finished)."""
     return len(found) >= need and all(
-        task.result is not None or task.error is not None or task.interrupts
+        task.result is not None or task.error is not None
         for snapshot in found[: need - 1]
         for task in snapshot.tasks
     )
