@@ -330,3 +330,23 @@ async def test_breakpoints_on_unknown_nodes_and_runs_with_nothing_to_go_on_are_r
 
     assert refusals == [(422, "invalid_body"), (422, "invalid_body"), (409, "nothing_pending")]
     assert await client.runs.list(thread_id) == []
+
+
+async def test_a_run_without_input_from_an_earlier_checkpoint_runs_its_next_step_again(
+    client: LangGraphClient, llm: ScriptedLLM
+) -> None:
+    thread_id = (await client.threads.create())["thread_id"]
+    llm.script(text("北京晴。"), text("北京多云。"))
+    await client.runs.wait(
+        thread_id, "weather", input={"messages": [{"role": "user", "content": "北京"}]}
+    )
+    history = await client.threads.get_history(thread_id, limit=100)
+    [before_reply] = [state for state in history if state["next"] == ["agent"]]
+
+    values = await client.runs.wait(
+        thread_id, "weather", checkpoint_id=before_reply["checkpoint"]["checkpoint_id"]
+    )
+
+    assert [m["content"] for m in values["messages"]] == ["北京", "北京多云。"]
+    state = await client.threads.get_state(thread_id)
+    assert [m["content"] for m in state["values"]["messages"]] == ["北京", "北京多云。"]
