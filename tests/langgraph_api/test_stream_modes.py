@@ -23,6 +23,7 @@ from app.http.langgraph.encoding import dumps
 from graphs import weather
 from tests.doubles.llm import ScriptedLLM, text, tool_call
 from tests.langgraph_api.conftest import collect
+from tests.service.conftest import Api
 
 pytestmark = pytest.mark.processes  # real servers
 CHECKPOINT_MODES = ["checkpoints", "tasks", "debug"]
@@ -246,7 +247,7 @@ async def test_stream_subgraphs_is_taken_and_sends_the_same_parts_without_namesp
 
 
 async def test_a_run_paused_before_the_tools_goes_on_with_a_run_without_input(
-    client: LangGraphClient, llm: ScriptedLLM
+    client: LangGraphClient, llm: ScriptedLLM, api: Api
 ) -> None:
     graph = weather.make_graph(InMemorySaver())
     llm.script(answers()[0])  # LangGraph stops before the tools: the answer is not asked
@@ -283,6 +284,14 @@ async def test_a_run_paused_before_the_tools_goes_on_with_a_run_without_input(
     assert thread["status"] == "interrupted"
     state = await client.threads.get_state(thread_id)
     assert state["next"] == ["tools"] and state["interrupts"] == []
+    # Over AG-UI the same run ends with one interrupt saying why (AG-UI wants one).
+    outcome = api.join(thread_id, run["run_id"]).last["outcome"]
+    [pause] = outcome["interrupts"]
+    assert (outcome["type"], pause["reason"], pause["metadata"]) == (
+        "interrupt",
+        "breakpoint",
+        {"next": ["tools"]},
+    )
 
     went_on = await collect(
         client.runs.stream(thread_id, "weather", input=None, stream_mode=["values", "updates"])
