@@ -16,7 +16,7 @@ import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from ag_ui.core import Message, ResumeEntry, RunErrorEvent, UserMessage
 from fastapi import Header, Query, Request
@@ -324,17 +324,35 @@ def _checkpoints_of(
     in, or the run has ended, so that every fold shows the same ones at the same place."""
     config = run_config(thread_id, graph_id)
     loop = asyncio.get_running_loop()
+    settled: list[StateSnapshot] = []  # the first ones, which will not change any more
+
+    async def newer() -> list[StateSnapshot]:
+        """The run's checkpoints after the settled ones, oldest first."""
+        last = _checkpoint_id(settled[-1]) if settled else None
+        found: list[StateSnapshot] = []
+        if goes_on_from is not None and not settled:
+            at = run_config(thread_id, graph_id)
+            at["configurable"]["checkpoint_id"] = goes_on_from
+            found.append(await graph.aget_state(at))
+        own: list[StateSnapshot] = []
+        history = cast(
+            AsyncGenerator[StateSnapshot, None],
+            graph.aget_state_history(config, filter={RUN_KEY: run_id}),
+        )
+        async with aclosing(history):  # newest first: the settled ones are read no more
+            async for snapshot in history:
+                if _checkpoint_id(snapshot) == last:
+                    break
+                own.append(snapshot)
+        return [*found, *reversed(own)]
 
     async def read(need: int | None) -> Sequence[StateSnapshot]:
         deadline = loop.time() + CHECKPOINT_WAIT_S
         while True:
-            found: list[StateSnapshot] = []
-            if goes_on_from is not None:
-                at = run_config(thread_id, graph_id)
-                at["configurable"]["checkpoint_id"] = goes_on_from
-                found.append(await graph.aget_state(at))
-            own = [s async for s in graph.aget_state_history(config, filter={RUN_KEY: run_id})]
-            found += reversed(own)
+            found = [*settled, *await newer()]
+            # A checkpoint followed by another, its tasks' results all in, is final.
+            while len(settled) < len(found) - 1 and _ended(found[len(settled)]):
+                settled.append(found[len(settled)])
             if need is None or _complete(found, need) or loop.time() > deadline:
                 return found
             if not await _active(agents, thread_id, run_id):
@@ -354,11 +372,16 @@ def _checkpoints_of(
 def _complete(found: Sequence[StateSnapshot], need: int) -> bool:
     """Whether the first `need` checkpoints are in, and the results of the tasks of all
     but the last are written (a checkpoint follows a step all of whose tasks finished)."""
-    return len(found) >= need and all(
-        task.result is not None or task.error is not None
-        for snapshot in found[: need - 1]
-        for task in snapshot.tasks
-    )
+    return len(found) >= need and all(_ended(snapshot) for snapshot in found[: need - 1])
+
+
+def _ended(snapshot: StateSnapshot) -> bool:
+    return all(task.result is not None or task.error is not None for task in snapshot.tasks)
+
+
+def _checkpoint_id(snapshot: StateSnapshot) -> str | None:
+    checkpoint_id = (snapshot.config or {}).get("configurable", {}).get("checkpoint_id")
+    return str(checkpoint_id) if checkpoint_id is not None else None
 
 
 async def _active(agents: AgentService, thread_id: str, run_id: str) -> bool:
