@@ -43,6 +43,9 @@ async def test_the_weather_question_pauses_and_a_resume_command_answers_it(
         data["__interrupt__"] for e, data, _ in asked if e == "updates" and "__interrupt__" in data
     )
     assert interrupt["value"] == {"type": "input", "message": "哪个城市？", "placeholder": "北京"}
+    paused = [data for e, data, _ in asked if e == "values"][-1]  # as LangGraph streams it
+    assert paused["__interrupt__"] == [interrupt]
+    assert [m["type"] for m in paused["messages"]] == ["human", "ai"]
     waiting = await client.threads.get(thread_id)
     assert waiting["status"] == "interrupted"
     assert [i["id"] for pending in waiting["interrupts"].values() for i in pending] == [

@@ -610,10 +610,12 @@ class StreamEncoder:
                 for i in event.outcome.interrupts
                 if i.reason != BREAKPOINT  # LangGraph shows a pause at a breakpoint as none
             ]
+            # As LangGraph streams a pause: `updates` the interrupts alone, `values` the
+            # whole state with them (a breakpoint left out there, as langgraph-api does).
             if "updates" in self.modes:
                 out.append(("updates", {INTERRUPT_KEY: pending}))
-            elif "values" in self.modes and pending:  # langgraph-api leaves a breakpoint out
-                out.append(("values", {INTERRUPT_KEY: pending}))
+            if "values" in self.modes and pending:
+                out.append(("values", {**self.values(), INTERRUPT_KEY: pending}))
         self._show_checkpoints(None, out)
         self._event(out, "on_chain_end", self.graph_id, self._events_id, output=self.values())
         out.append(("end", None))
