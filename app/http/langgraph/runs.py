@@ -2,10 +2,11 @@
 run record like any other (listed by `/api/threads/{thread_id}/runs`, cancelled from the
 page, resumed after a crash), and streamed from its log through `encoding.StreamEncoder`.
 
-Input: `input.messages` (user messages: `{"role": "user"}` or `{"type": "human"}`) or
-`command.resume`: a value answers the first pending interrupt, a mapping of pending
-interrupt ids answers each (a bare value is shorthand for `{"value": ...}`, as on
-`/api`).
+Input: `input.messages` (user messages: `{"role": "user"}` or `{"type": "human"}`), or
+`command`: `resume` (a value answers the first pending interrupt, a mapping of pending
+interrupt ids answers each; a bare value is shorthand for `{"value": ...}`, as on
+`/api`), `update` and `goto` (LangGraph's `Command`); or neither: the thread runs on from
+where it stands (after a state update).
 """
 
 from __future__ import annotations
@@ -62,18 +63,17 @@ NOT_USER = (
     "input.messages[{index}] is not a user message: this server takes the user's messages "
     "(role user / type human); the thread keeps the rest"
 )
-NO_INPUT = "send input.messages (a user message) or command.resume"
 RUN_BODY = (
-    "A run as langgraph-sdk sends it: `input.messages` (the user's messages) or "
-    "`command.resume` (answers to the pending interrupts), not both."
+    "A run as langgraph-sdk sends it: `input.messages` (the user's messages), or "
+    "`command` (`resume`: answers to the pending interrupts; `update`, `goto`), not both; "
+    "or neither, to run on from where the thread stands (after a state update)."
 )
 INPUT_XOR_COMMAND = "send input (a new message) or command (answers), not both"
-NO_GOTO = "command.update and command.goto are not supported here; send command.resume"
 BAD_EVENT_ID = "invalid Last-Event-ID header {value!r}: use the id of an event received"
 
 
 # What the run core takes, as the schema can say it: the user's messages (text), or a
-# resume (`update` and `goto` are refused: 422 `unsupported`).
+# command (`resume`, `update`, `goto`: a node name, a `{"node", "input"}`, or a list).
 TEXT_PARTS = {
     "type": "array",
     "items": {
@@ -118,7 +118,16 @@ RUN_RULES: dict[str, Any] = {
             {"type": "null"},
             {
                 "type": "object",
-                "properties": {"update": {"type": "null"}, "goto": {"type": "null"}},
+                "properties": {
+                    "update": {"anyOf": [{"type": "null"}, {"type": "object"}]},
+                    "goto": {
+                        "anyOf": [
+                            {"type": "null"},
+                            {"type": "string"},
+                            {"type": "array", "items": {"type": "string"}},
+                        ]
+                    },
+                },
             },
         ]
     },
@@ -127,8 +136,9 @@ RUN_RULES: dict[str, Any] = {
 
 def _run_schema(schema: dict[str, Any]) -> None:
     schema["properties"].update(RUN_RULES)
-    # Either `input.messages` or `command.resume` is needed (else 422 `no_user_message`):
-    # said in words only, as schemathesis cannot generate from the schemas that say it
+    # `input.messages` and `command` exclude each other (else 422 `invalid_body`), and
+    # neither needs a thread with something to run (else 422 `no_user_message`): said in
+    # words only, as schemathesis cannot generate from the schemas that say it
     # (a top-level anyOf/oneOf loses the object's `required`; if/then/else breaks its
     # fuzzing of every other operation).
     schema["description"] = RUN_BODY
@@ -194,20 +204,20 @@ async def _answers(agents: AgentService, thread_id: str, resume: Any) -> list[Re
 
 
 async def start(agents: AgentService, thread_id: str, body: RunCreate, caller: Caller) -> Run:
-    """Start the run the body asks for on `thread_id` as `caller`, through the run core."""
+    """Start the run the body asks for on `thread_id` as `caller`, through the run core:
+    new messages, answers (`command.resume`) with `command.update`/`goto` or those alone,
+    or no input at all (the thread runs on from where it stands, as after a state update;
+    `no_user_message` when nothing is to run there)."""
     graph_id = graph_of(agents, body.assistant_id)
     command = body.command
-    if command is not None and (command.update is not None or command.goto is not None):
-        raise Invalid("unsupported", NO_GOTO)
     resuming = command is not None and "resume" in command.model_fields_set
-    if resuming and body.input is not None:
+    directed = {} if command is None else _directions(command)
+    if (resuming or directed) and body.input:
         raise Invalid("invalid_body", INPUT_XOR_COMMAND)
     messages = _user_messages(body.input)
     resume = None
     if command is not None and resuming:
         resume = await _answers(agents, thread_id, command.resume)
-    elif not messages:
-        raise Invalid("no_user_message", NO_INPUT)
     return await agents.start_run(
         graph_id,
         thread_id=thread_id,
@@ -217,6 +227,8 @@ async def start(agents: AgentService, thread_id: str, body: RunCreate, caller: C
         multitask_strategy=body.multitask_strategy,
         caller=caller,
         checkpoint_id=body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id"),
+        command=directed,
+        proceed=not (messages or resuming or directed),
         protocol={
             "assistant_id": body.assistant_id,
             "metadata": body.metadata or {},
@@ -224,6 +236,15 @@ async def start(agents: AgentService, thread_id: str, body: RunCreate, caller: C
             "multitask_strategy": body.multitask_strategy,
         },
     )
+
+
+def _directions(command: RunCommand) -> dict[str, Any]:
+    """`command.update` and `command.goto` as given (the run core checks the nodes)."""
+    return {
+        key: value
+        for key, value in (("update", command.update), ("goto", command.goto))
+        if value is not None
+    }
 
 
 async def encoder_for(
@@ -470,8 +491,11 @@ async def join_run_values(thread_id: ThreadId, run_id: RunId, agents: Agents) ->
     status_code=202,
     responses={
         **NAMED,
-        **errors((409, "the run has ended"), (415, "a Content-Type other than JSON")),
-        204: {"description": "with `wait`: the run has ended"},
+        **errors(
+            (409, "the run has ended (`run_finished`); a rollback after a later run"),
+            (415, "a Content-Type other than JSON"),
+        ),
+        204: {"description": "with `wait`: the run has ended (and, with `rollback`, is undone)"},
     },
 )
 @takes_no_body
@@ -481,16 +505,40 @@ async def stop_run(
     agents: Agents,
     wait: Annotated[bool, Query(description="answer once the run has ended")] = False,
     action: Annotated[
-        Literal["interrupt"], Query(description="`interrupt` (`rollback` is not supported)")
+        Literal["interrupt", "rollback"],
+        Query(
+            description="`interrupt`: stop it; `rollback`: stop it, then forget it and "
+            "take the thread back to where it started"
+        ),
     ] = "interrupt",
 ) -> Response:
-    """Stop a queued or running run (409 `run_finished` for an ended one)."""
+    """Stop a queued or running run (409 `run_finished` for an ended one). A rollback
+    waits for its end, then undoes it (`AgentService.roll_back_run`): the answer comes
+    once it is gone."""
     record = await agents.cancel_run(thread_id, run_id)
+    if action == "rollback":
+        started = await agents.run_start(thread_id, run_id)  # what it was, before it goes
+        await _wait(agents, thread_id, run_id)
+        await agents.roll_back_run(thread_id, run_id)
+        if wait:
+            return Response(status_code=204)
+        return answer(agents, run_resource(started.record, started.request), status=202)
     if wait:
         await _wait(agents, thread_id, run_id)
         return Response(status_code=204)
     started = await agents.run_start(thread_id, record.run_id)
     return answer(agents, run_resource(started.record, started.request), status=202)
+
+
+@api.delete(
+    "/threads/{thread_id:thread}/runs/{run_id:run}",
+    status_code=204,
+    responses={**NAMED, **errors((409, "the run is queued or running (`run_active`)"))},
+)
+async def delete_run(thread_id: ThreadId, run_id: RunId, agents: Agents) -> Response:
+    """Forget an ended run's record and events (the thread's state stays as it is)."""
+    await agents.delete_run(thread_id, run_id)
+    return Response(status_code=204)
 
 
 # --- stateless: a thread of their own ------------------------------------------------
