@@ -11,6 +11,7 @@ from langgraph_sdk.errors import ConflictError, NotFoundError
 from langgraph_sdk.schema import Command
 
 from tests.doubles.llm import ScriptedLLM, hang, text
+from tests.langgraph_api.conftest import collect
 from tests.service.conftest import Api
 
 pytestmark = pytest.mark.processes  # real servers
@@ -127,3 +128,28 @@ async def test_command_update_and_goto_run_the_graph_as_langgraph_does(
     assert refusals == [(422, "unknown_node"), (422, "invalid_update"), (422, "unknown_node")]
     assert (both.status_code, both.json()["code"]) == (422, "invalid_body")
     assert len(await client.runs.list(thread_id)) == 2, "nothing else was started"
+
+
+async def test_a_streamed_command_update_shows_its_messages_in_the_values_as_the_state_has_them(
+    client: LangGraphClient, llm: ScriptedLLM
+) -> None:
+    llm.script(text("北京晴。"))
+    thread_id = (await client.threads.create())["thread_id"]
+    await client.runs.wait(thread_id, "weather", input=said("北京天气"))
+
+    llm.script(text("上海小雨。"))
+    parts = await collect(
+        client.runs.stream(
+            thread_id,
+            "weather",
+            command=Command(
+                update={"messages": [{"role": "user", "content": "改问上海"}]}, goto="agent"
+            ),
+            stream_mode="values",
+        )
+    )
+
+    last = [data for event, data, _ in parts if event == "values"][-1]
+    state = await client.threads.get_state(thread_id)
+    assert contents(last) == ["北京天气", "北京晴。", "改问上海", "上海小雨。"]
+    assert [m["id"] for m in last["messages"]] == [m["id"] for m in state["values"]["messages"]]

@@ -81,6 +81,28 @@ async def test_rerun_from_here_copies_a_checkpoint_and_a_run_without_input_runs_
     assert [m["content"] for m in view["messages"]] == ["北京天气", "北京多云。"]
 
 
+async def test_a_run_without_input_from_an_earlier_checkpoint_reruns_from_there(
+    client: LangGraphClient, llm: ScriptedLLM
+) -> None:
+    thread_id = (await client.threads.create())["thread_id"]
+    llm.script(text("北京晴。"))
+    await client.runs.wait(thread_id, "weather", input=said("北京天气"))
+    history = await client.threads.get_history(thread_id, limit=100)
+    before_answer = next(s for s in history if s["next"] == ["agent"])
+
+    llm.script(text("北京有雾。"))
+    rerun = await client.runs.wait(
+        thread_id,
+        "weather",
+        input=None,
+        checkpoint_id=before_answer["checkpoint"]["checkpoint_id"],
+    )
+
+    assert contents(rerun) == ["北京天气", "北京有雾。"]
+    state = await client.threads.get_state(thread_id)
+    assert contents(state["values"]) == ["北京天气", "北京有雾。"]
+
+
 async def test_updates_and_runs_without_input_are_refused_clearly_where_they_cannot_be(
     client: LangGraphClient, llm: ScriptedLLM
 ) -> None:

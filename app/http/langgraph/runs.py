@@ -12,13 +12,14 @@ where it stands (after a state update).
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import aclosing
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from ag_ui.core import Message, ResumeEntry, RunErrorEvent, UserMessage
 from fastapi import Header, Query, Request
 from fastapi.responses import Response
+from langchain_core.messages import AnyMessage, convert_to_messages
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse
 
@@ -26,7 +27,7 @@ from app.core.errors import Conflict, Invalid, NotFound
 from app.core.runs.log import Entry, is_terminal
 from app.core.runs.prepare import NOTHING_PENDING
 from app.core.runs.run import Run
-from app.core.runs.service import PROTOCOL_KEY, AgentService
+from app.core.runs.service import COMMAND_KEY, PROTOCOL_KEY, AgentService
 from app.core.storage.runs import MultitaskStrategy
 from app.core.users.identity import Caller
 from app.http.auth import CallerOf
@@ -239,12 +240,34 @@ async def start(agents: AgentService, thread_id: str, body: RunCreate, caller: C
 
 
 def _directions(command: RunCommand) -> dict[str, Any]:
-    """`command.update` and `command.goto` as given (the run core checks the nodes)."""
+    """`command.update` and `command.goto` as given (the run core checks the nodes), each
+    message of `update.messages` with an id: the state and the stream show it by that id."""
+    update = command.update
+    if isinstance(update, dict) and isinstance(update.get("messages"), list):
+        update = {
+            **update,
+            "messages": [
+                {**m, "id": str(uuid.uuid4())} if isinstance(m, dict) and not m.get("id") else m
+                for m in update["messages"]
+            ],
+        }
     return {
         key: value
-        for key, value in (("update", command.update), ("goto", command.goto))
+        for key, value in (("update", update), ("goto", command.goto))
         if value is not None
     }
+
+
+def _updated_messages(request: Mapping[str, Any]) -> list[AnyMessage]:
+    """The messages a run's `command.update` adds (none when they cannot be read)."""
+    update = (request.get(COMMAND_KEY) or {}).get("update")
+    messages = update.get("messages") if isinstance(update, dict) else None
+    if not isinstance(messages, list):
+        return []
+    try:
+        return cast(list[AnyMessage], convert_to_messages(messages))
+    except (ValueError, TypeError, NotImplementedError):  # the run refused them too
+        return []
 
 
 async def encoder_for(
@@ -262,7 +285,10 @@ async def encoder_for(
         except NotFound:  # pruned since (`react-agent prune`): the run's own parts remain
             pass
     known = {message.id for message in before}
-    added = [m for m in human_messages(request.get("messages") or []) if m.id not in known]
+    added: list[AnyMessage] = [
+        m for m in human_messages(request.get("messages") or []) if m.id not in known
+    ]
+    added += _updated_messages(request)
     asked = (request.get(PROTOCOL_KEY) or {}).get("stream_mode")
     return StreamEncoder(
         modes or stream_modes(asked),
