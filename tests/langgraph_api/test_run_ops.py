@@ -115,8 +115,16 @@ async def test_command_update_and_goto_run_the_graph_as_langgraph_does(
     assert llm.last_request["messages"][-1]["content"] == "改问上海"
     view = api.http.get(f"/api/threads/{thread_id}").json()
     assert [m["content"] for m in view["messages"]] == contents(values)
+    too_long = {"messages": [{"role": "user", "content": "长" * 20_000}]}  # 60 kB
     refusals = []
-    for command in ({"goto": "nowhere"}, {"update": {"nonsense": 1}}, {"goto": ["agent", 3]}):
+    for command in (
+        {"goto": "nowhere"},
+        {"update": {"nonsense": 1}},
+        {"goto": ["agent", 3]},
+        {"update": ["messages"]},
+        {"update": too_long, "goto": "agent"},
+        {"update": {"messages": [{"role": "robot", "content": "?"}]}},
+    ):
         response = await client.http.client.post(
             f"/threads/{thread_id}/runs/wait", json={"assistant_id": "weather", "command": command}
         )
@@ -125,7 +133,14 @@ async def test_command_update_and_goto_run_the_graph_as_langgraph_does(
         f"/threads/{thread_id}/runs/wait",
         json={"assistant_id": "weather", "input": said("又一句"), "command": {"goto": "agent"}},
     )
-    assert refusals == [(422, "unknown_node"), (422, "invalid_update"), (422, "unknown_node")]
+    assert refusals == [
+        (422, "unknown_node"),
+        (422, "invalid_update"),
+        (422, "unknown_node"),
+        (422, "invalid_update"),
+        (422, "message_too_large"),
+        (422, "invalid_update"),
+    ]
     assert (both.status_code, both.json()["code"]) == (422, "invalid_body")
     assert len(await client.runs.list(thread_id)) == 2, "nothing else was started"
 

@@ -123,6 +123,7 @@ async def test_updates_and_runs_without_input_are_refused_clearly_where_they_can
         ("state", {"values": {"messages": []}, "as_node": "nowhere"}),
         ("state", {"values": {"messages": [{"role": "robot", "content": "?"}]}}),
         ("state", {"values": {"messages": []}, "checkpoint_id": "nope"}),
+        ("state", {"values": {"messages": ["长" * 20_000]}, "as_node": "agent"}),  # 60 kB
     ):
         response = await http.post(f"/threads/{thread_id}/{path}", json=body)
         refusals.append((response.status_code, response.json()["code"]))
@@ -137,6 +138,7 @@ async def test_updates_and_runs_without_input_are_refused_clearly_where_they_can
         (422, "unknown_node"),
         (422, "invalid_update"),
         (404, "unknown_thread"),
+        (422, "message_too_large"),
     ]
     state = await client.threads.get_state(thread_id)
     assert contents(state["values"]) == ["北京天气", "北京晴。"]

@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ag_ui.core import Message, ResumeEntry, TextPart, UserMessage
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    HumanMessage,
+    ToolMessage,
+    convert_to_messages,
+)
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, Send, StateSnapshot
@@ -43,6 +49,8 @@ BAD_ANSWER = "answer to interrupt {interrupt_id!r} refused: {reason}"
 NO_USER_MESSAGE = "no user message to run: send one in `messages`, or answers in `resume`"
 NOTHING_TO_RUN = "thread {thread_id} has nothing to run from where it stands: send a user message"
 BAD_UPDATE = "command.update names no key of the graph's state: {keys}"
+BAD_MESSAGES = "the update's messages are not messages: {reason}"
+NOT_AN_UPDATE = "command.update must be an object of the state's keys and their values"
 UNKNOWN_NODE = "{what} {node!r} is no node of graph {graph_id!r} (nodes: {nodes})"
 NO_NEW_MESSAGE = "no new user message to run (every user message is already in the thread)"
 NOT_TEXT = "message {message_id!r}: only text content is supported"
@@ -117,7 +125,7 @@ async def prepare_run(
         raise Conflict("wrong_graph", message)
     history: list[AnyMessage] = snapshot.values.get("messages", []) if snapshot.values else []
     seen = {message.id for message in history if message.id}
-    directed = _directions(graph, graph_id, command or {})
+    directed = _directions(graph, graph_id, command or {}, max_message_bytes)
     if resume:
         answers = _answers(snapshot, thread_id, resume, max_message_bytes)
         resumed: Command[Any] = Command(resume=answers, **directed)
@@ -151,19 +159,39 @@ async def prepare_run(
     return PreparedRun(thread_id, {"messages": added}, config, known, start)
 
 
+def check_messages(values: Any, max_bytes: int) -> None:
+    """Refuse (422) `values["messages"]` of a state update or `command.update` that are
+    not messages (`invalid_update`) or hold one over the message limit
+    (`message_too_large`), as a user message would be."""
+    if not isinstance(values, dict) or values.get("messages") is None:
+        return
+    found = values["messages"]
+    try:
+        messages = convert_to_messages(found if isinstance(found, list) else [found])
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        raise Invalid("invalid_update", BAD_MESSAGES.format(reason=exc)[:300]) from None
+    for message in messages:
+        size = len(json.dumps(message.content, ensure_ascii=False).encode())
+        if size > max_bytes:
+            detail = MESSAGE_TOO_LARGE.format(message_id=message.id, size=size, limit=max_bytes)
+            raise Invalid("message_too_large", detail)
+
+
 def _directions(
-    graph: CompiledStateGraph, graph_id: str, command: Mapping[str, Any]
+    graph: CompiledStateGraph, graph_id: str, command: Mapping[str, Any], max_bytes: int
 ) -> dict[str, Any]:
     """`Command`'s `update` and `goto` as LangGraph takes them: a goto is a node name, a
     `{"node", "input"}` (a `Send`), or a list of those, each node one of the graph's."""
     directed: dict[str, Any] = {}
     update = command.get("update")
-    if isinstance(update, dict):
+    if update is not None and not isinstance(update, dict):
+        raise Invalid("invalid_update", NOT_AN_UPDATE)
+    if update is not None:
         unknown_keys = sorted(str(key) for key in update if key not in graph.channels)
         if unknown_keys or any(str(key).startswith("__") for key in update):
             bad = ", ".join(unknown_keys) or ", ".join(map(str, update))
             raise Invalid("invalid_update", BAD_UPDATE.format(keys=bad)[:300])
-    if update is not None:
+        check_messages(update, max_bytes)
         directed["update"] = update
     goto = command.get("goto")
     if goto is None:

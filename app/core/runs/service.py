@@ -76,6 +76,7 @@ from app.core.runs.prepare import (
     CALL_ABANDONED,
     PreparedRun,
     abandoned_calls,
+    check_messages,
     check_node,
     check_thread_id,
     prepare_run,
@@ -841,6 +842,7 @@ class AgentService:
         graph = self.graph(state.graph_id)
         if as_node is not None:
             check_node(graph, state.graph_id, as_node)
+        check_messages(values, self.settings.agent_max_message_bytes)
         config = run_config(thread_id, state.graph_id)
         if checkpoint_id is not None:
             config["configurable"]["checkpoint_id"] = checkpoint_id

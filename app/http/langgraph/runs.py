@@ -103,6 +103,12 @@ USER_MESSAGE = {
         },
     ]
 }
+# A `Send`: the node to go to, with its input.
+GOTO_SEND = {
+    "type": "object",
+    "required": ["node"],
+    "properties": {"node": {"type": "string"}, "input": {}},
+}
 RUN_RULES: dict[str, Any] = {
     "input": {
         "anyOf": [
@@ -125,7 +131,8 @@ RUN_RULES: dict[str, Any] = {
                         "anyOf": [
                             {"type": "null"},
                             {"type": "string"},
-                            {"type": "array", "items": {"type": "string"}},
+                            GOTO_SEND,
+                            {"type": "array", "items": {"anyOf": [{"type": "string"}, GOTO_SEND]}},
                         ]
                     },
                 },
