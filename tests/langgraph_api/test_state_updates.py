@@ -10,7 +10,7 @@ import pytest
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import ConflictError
 
-from tests.doubles.llm import ScriptedLLM, Turn, hang, text
+from tests.doubles.llm import ScriptedLLM, Turn, hang, text, tool_call
 from tests.graphs.support import is_summary_request
 from tests.service.conftest import Api
 
@@ -101,6 +101,29 @@ async def test_a_run_without_input_from_an_earlier_checkpoint_reruns_from_there(
     assert contents(rerun) == ["北京天气", "北京有雾。"]
     state = await client.threads.get_state(thread_id)
     assert contents(state["values"]) == ["北京天气", "北京有雾。"]
+
+
+async def test_a_copy_from_before_a_question_leaves_the_thread_idle_and_ready_to_rerun(
+    client: LangGraphClient, llm: ScriptedLLM
+) -> None:
+    thread_id = (await client.threads.create())["thread_id"]
+    llm.script(tool_call("ask_input", {"message": "哪个城市？", "placeholder": "北京"}))
+    await client.runs.wait(thread_id, "weather", input=said("查天气"))
+    asked = await client.threads.get(thread_id)
+    history = await client.threads.get_history(thread_id, limit=100)
+    before_question = next(s for s in history if s["next"] == ["agent"])
+
+    await client.threads.update_state(
+        thread_id, None, as_node="__copy__", checkpoint=before_question["checkpoint"]
+    )
+    copied = await client.threads.get(thread_id)
+    llm.script(text("请告诉我城市。"))
+    rerun = await client.runs.wait(thread_id, "weather", input=None)
+
+    assert asked["status"] == "interrupted" and copied["status"] == "idle"
+    assert copied["interrupts"] == {}
+    assert contents(rerun) == ["查天气", "请告诉我城市。"]
+    assert (await client.threads.get(thread_id))["status"] == "idle"
 
 
 async def test_updates_and_runs_without_input_are_refused_clearly_where_they_cannot_be(

@@ -134,12 +134,17 @@ async def read_thread(agents: AgentService, thread_id: str) -> dict[str, Any]:
     first = created_at or min((r.created_at for r in records), default=time.time())
     values = state_resource(state.snapshot, state.messages)["values"] if state else None
     graph_id = state.graph_id if state else records[0].graph if records else None
+    status = thread_status(records)
+    if state is not None and status in ("idle", "interrupted"):
+        # A state update since the last run (a copy from before its question, say) may
+        # have raised or cleared questions: the state says which.
+        status = "interrupted" if state.snapshot.interrupts else "idle"
     return thread_resource(
         thread_id,
         graph_id=graph_id,
         created_at=first,
         updated_at=max(times, default=first),
-        status=thread_status(records),
+        status=status,
         values=values,
         interrupts=interrupts_of(state.snapshot) if state else {},
         metadata=metadata,
