@@ -121,6 +121,7 @@ async def test_threads_without_runs_are_searched_and_counted_with_their_metadata
     ran = (await client.threads.create())["thread_id"]
     await client.runs.wait(ran, "weather", input=said("今天天气"))
 
+    unpatched = await client.threads.get(ran)
     patched = await client.threads.update(ran, metadata={**tag, "owner_team": "天气组"})
     found = await client.threads.search(metadata=tag, limit=100)
     counted = await client.threads.count(metadata=tag)
@@ -129,6 +130,7 @@ async def test_threads_without_runs_are_searched_and_counted_with_their_metadata
 
     assert patched["metadata"]["owner_team"] == "天气组"
     assert again["metadata"]["project"] == "alpha-7"
+    assert again["created_at"] == unpatched["created_at"], "it began with its first run"
     assert {t["thread_id"] for t in found} == {fresh["thread_id"], ran}
     assert counted == 2
     assert {fresh["thread_id"], ran} <= {t["thread_id"] for t in by_graph}

@@ -977,8 +977,10 @@ class AgentService:
             owner = await self.store.thread_owner(thread_id)
             if owner is None:
                 raise NotFound("unknown_thread", UNKNOWN_THREAD.format(thread_id=thread_id))
-            await self.store.create_thread(thread_id, "{}", time.time(), user_id=owner)
-            created = ({}, 0.0)
+            # Made when its first run was: the record says when the thread began.
+            began = min((r.created_at for r in await self.runs(thread_id)), default=time.time())
+            await self.store.create_thread(thread_id, "{}", began, user_id=owner)
+            created = ({}, began)
         text = json.dumps({**created[0], **metadata}, ensure_ascii=False)
         await self.store.create_thread(thread_id, text, created[1], replace=True)
 
