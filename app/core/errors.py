@@ -63,6 +63,7 @@ ErrorCode = Literal[
     "unknown_interrupt",
     "run_expired",
     "thread_exists",
+    "run_active",
     # too many runs already waiting, or a user's limit reached (429)
     "queue_full",
     "too_many_runs",
@@ -85,6 +86,8 @@ ErrorCode = Literal[
     "duplicate_answer",
     "invalid_request",
     "unsupported",
+    "unknown_node",
+    "invalid_update",
     # the framework's own refusals besides 404 and 405 (a static file it may not read: 401)
     "http_400",
     "http_401",

@@ -99,7 +99,7 @@ async def test_bad_run_requests_are_refused_clearly_and_change_nothing(
         {"assistant_id": "weather", "input": {"messages": [{"role": "assistant", "content": "x"}]}},
         {"assistant_id": "weather", "input": {}},
         {"assistant_id": "weather", "command": {"resume": "北京"}},
-        {"assistant_id": "weather", "command": {"goto": "agent"}},
+        {"assistant_id": "weather", "command": {"goto": "nowhere"}},
         {"input": {"messages": []}},
     ):
         response = await client.http.client.post(f"/threads/{thread_id}/runs/wait", json=bad)
@@ -110,7 +110,7 @@ async def test_bad_run_requests_are_refused_clearly_and_change_nothing(
         (422, "invalid_body"),
         (422, "no_user_message"),
         (404, "unknown_thread"),  # a resume needs a thread that asked
-        (422, "unsupported"),
+        (422, "unknown_node"),
         (422, "invalid_body"),
     ]
     assert await client.runs.list(thread_id) == []  # nothing was started

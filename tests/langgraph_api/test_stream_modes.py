@@ -337,7 +337,7 @@ async def test_breakpoints_on_unknown_nodes_and_runs_with_nothing_to_go_on_are_r
         response = await client.http.client.post(f"/threads/{thread_id}/runs/wait", json=body)
         refusals.append((response.status_code, response.json()["code"]))
 
-    assert refusals == [(422, "invalid_body"), (422, "invalid_body"), (409, "nothing_pending")]
+    assert refusals == [(422, "unknown_node"), (422, "invalid_body"), (422, "no_user_message")]
     assert await client.runs.list(thread_id) == []
 
 

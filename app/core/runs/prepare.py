@@ -9,15 +9,21 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ag_ui.core import Message, ResumeEntry, TextPart, UserMessage
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    HumanMessage,
+    ToolMessage,
+    convert_to_messages,
+)
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Command, StateSnapshot
+from langgraph.types import Command, Send, StateSnapshot
 
 from app.core.errors import Conflict, Invalid
 from app.core.runs.threads import graph_of, run_config
@@ -34,7 +40,6 @@ AWAITING_ANSWERS = (
     '(status "resolved" with payload {{"value": ...}}, or status "cancelled")'
 )
 NOTHING_PENDING = "thread {thread_id} has no pending interrupt to resume"
-NOTHING_NEXT = "thread {thread_id} has nothing to go on with (no step is next): send a user message"
 UNKNOWN_INTERRUPT = (
     "interrupt {interrupt_id!r} is not pending on thread {thread_id} (pending: {ids})"
 )
@@ -42,6 +47,11 @@ DUPLICATE_ANSWER = "interrupt {interrupt_id!r} is answered twice"
 DUPLICATE_MESSAGE = "new user messages share an id ({ids}): give each message its own id"
 BAD_ANSWER = "answer to interrupt {interrupt_id!r} refused: {reason}"
 NO_USER_MESSAGE = "no user message to run: send one in `messages`, or answers in `resume`"
+NOTHING_TO_RUN = "thread {thread_id} has nothing to run from where it stands: send a user message"
+BAD_UPDATE = "command.update names no key of the graph's state: {keys}"
+BAD_MESSAGES = "the update's messages are not messages: {reason}"
+NOT_AN_UPDATE = "command.update must be an object of the state's keys and their values"
+UNKNOWN_NODE = "{what} {node!r} is no node of graph {graph_id!r} (nodes: {nodes})"
 NO_NEW_MESSAGE = "no new user message to run (every user message is already in the thread)"
 NOT_TEXT = "message {message_id!r}: only text content is supported"
 MESSAGE_TOO_LARGE = "message {message_id!r} is {size} bytes; the limit is {limit}"
@@ -90,6 +100,7 @@ async def prepare_run(
     max_message_bytes: int,
     checkpoint_id: str | None = None,
     transcript: ThreadTranscript | None = None,
+    command: Mapping[str, Any] | None = None,
     no_input: bool = False,
 ) -> PreparedRun:
     """Check the request against the thread's state and build the run's input.
@@ -97,10 +108,12 @@ async def prepare_run(
     With `resume`, the answers become `Command(resume={interrupt_id: payload})`, each
     validated against its interrupt's payload first (`messages` are then history only).
     Otherwise the user messages the thread has not seen (by id, in its state or its
-    `transcript`) are the input. The state is the latest checkpoint's, or
-    `checkpoint_id`'s (a rollback). With `no_input` the run goes on from that checkpoint
-    with no input (LangGraph's `input: null`: after a breakpoint); it needs a step next
-    and no question pending.
+    `transcript`) are the input. `command` (LangGraph's `update` and `goto`, a `goto`
+    naming nodes of the graph) goes with the answers, or is the input by itself. With
+    `no_input` the run goes on from where the thread stands with no input (LangGraph's
+    `input: null`: after a breakpoint, a state update), refused with `no_user_message`
+    when no step is next. The state is the latest checkpoint's, or `checkpoint_id`'s (a
+    rollback, a fork).
     """
     config = run_config(check_thread_id(thread_id), graph_id)
     at = config
@@ -114,16 +127,19 @@ async def prepare_run(
         raise Conflict("wrong_graph", message)
     history: list[AnyMessage] = snapshot.values.get("messages", []) if snapshot.values else []
     seen = {message.id for message in history if message.id}
+    directed = _directions(graph, graph_id, command or {}, max_message_bytes)
     if resume:
         answers = _answers(snapshot, thread_id, resume, max_message_bytes)
-        command: Command[Any] = Command(resume=answers)
-        return PreparedRun(thread_id, command, config, frozenset(seen), start)
+        resumed: Command[Any] = Command(resume=answers, **directed)
+        return PreparedRun(thread_id, resumed, config, frozenset(seen), start)
     if snapshot.interrupts:
         ids = ", ".join(pending.id for pending in snapshot.interrupts)
         raise Conflict("awaiting_answers", AWAITING_ANSWERS.format(thread_id=thread_id, ids=ids))
+    if directed:
+        return PreparedRun(thread_id, Command(**directed), config, frozenset(seen), start)
     if no_input:
         if not snapshot.next:
-            raise Conflict("nothing_pending", NOTHING_NEXT.format(thread_id=thread_id))
+            raise Invalid("no_user_message", NOTHING_TO_RUN.format(thread_id=thread_id))
         return PreparedRun(thread_id, None, config, frozenset(seen), start)
     unseen = [m for m in messages if isinstance(m, UserMessage) and m.id not in seen]
     if unseen and history and transcript is not None:  # a client resending older messages
@@ -143,6 +159,67 @@ async def prepare_run(
     added = [*abandoned_calls(history, CALL_INTERRUPTED), *new]
     known = frozenset(seen | {message.id for message in added if message.id})
     return PreparedRun(thread_id, {"messages": added}, config, known, start)
+
+
+def check_messages(values: Any, max_bytes: int) -> None:
+    """Refuse (422) `values["messages"]` of a state update or `command.update` that are
+    not messages (`invalid_update`) or hold one over the message limit
+    (`message_too_large`), as a user message would be."""
+    if not isinstance(values, dict) or values.get("messages") is None:
+        return
+    found = values["messages"]
+    try:
+        messages = convert_to_messages(found if isinstance(found, list) else [found])
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        raise Invalid("invalid_update", BAD_MESSAGES.format(reason=exc)[:300]) from None
+    for message in messages:
+        size = len(json.dumps(message.content, ensure_ascii=False).encode())
+        if size > max_bytes:
+            detail = MESSAGE_TOO_LARGE.format(message_id=message.id, size=size, limit=max_bytes)
+            raise Invalid("message_too_large", detail)
+
+
+def _directions(
+    graph: CompiledStateGraph, graph_id: str, command: Mapping[str, Any], max_bytes: int
+) -> dict[str, Any]:
+    """`Command`'s `update` and `goto` as LangGraph takes them: a goto is a node name, a
+    `{"node", "input"}` (a `Send`), or a list of those, each node one of the graph's."""
+    directed: dict[str, Any] = {}
+    update = command.get("update")
+    if update is not None and not isinstance(update, dict):
+        raise Invalid("invalid_update", NOT_AN_UPDATE)
+    if update is not None:
+        unknown_keys = sorted(str(key) for key in update if key not in graph.channels)
+        if unknown_keys or any(str(key).startswith("__") for key in update):
+            bad = ", ".join(unknown_keys) or ", ".join(map(str, update))
+            raise Invalid("invalid_update", BAD_UPDATE.format(keys=bad)[:300])
+        check_messages(update, max_bytes)
+        directed["update"] = update
+    goto = command.get("goto")
+    if goto is None:
+        return directed
+    nodes = [name for name in graph.nodes if not name.startswith("__")]
+    targets: list[str | Send] = []
+    for item in goto if isinstance(goto, list) else [goto]:
+        node = item.get("node") if isinstance(item, dict) else item
+        if not isinstance(node, str) or node not in nodes:
+            unknown = UNKNOWN_NODE.format(
+                what="command.goto", node=node, graph_id=graph_id, nodes=", ".join(nodes)
+            )
+            raise Invalid("unknown_node", unknown[:300])
+        targets.append(Send(node, item.get("input")) if isinstance(item, dict) else node)
+    directed["goto"] = targets if isinstance(goto, list) else targets[0]
+    return directed
+
+
+def check_node(graph: CompiledStateGraph, graph_id: str, as_node: str) -> str:
+    """`as_node` if a state update may be made as it (a node of the graph, or
+    `__copy__`), else 422 `unknown_node`."""
+    if as_node == "__copy__" or as_node in graph.nodes:
+        return as_node
+    nodes = ", ".join(graph.nodes)
+    unknown = UNKNOWN_NODE.format(what="as_node", node=as_node, graph_id=graph_id, nodes=nodes)
+    raise Invalid("unknown_node", unknown[:300])
 
 
 def _answers(

@@ -33,7 +33,7 @@ from collections.abc import (
     Sequence,
 )
 from contextlib import aclosing, asynccontextmanager, suppress
-from typing import Any
+from typing import Any, cast
 
 from ag_ui.core import (
     BaseEvent,
@@ -46,7 +46,8 @@ from ag_ui.core import (
 from ag_ui.core.events import RunFinishedInterruptOutcome
 from langchain_core.messages import AnyMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointMetadata
+from langgraph.errors import InvalidUpdateError
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 from pydantic import TypeAdapter
@@ -75,12 +76,15 @@ from app.core.runs.prepare import (
     CALL_ABANDONED,
     PreparedRun,
     abandoned_calls,
+    check_messages,
+    check_node,
     check_thread_id,
     prepare_run,
 )
 from app.core.runs.recovery import Recovery, this_process
 from app.core.runs.run import LEAVING, Run, messages_adapter
 from app.core.runs.threads import (
+    GRAPH_KEY,
     RUN_KEY,
     ThreadState,
     ThreadView,
@@ -161,6 +165,11 @@ BEFORE_KEY = "interruptBefore"
 AFTER_KEY = "interruptAfter"
 NO_INPUT_KEY = "noInput"
 UNKNOWN_CHECKPOINT = "thread {thread_id} has no checkpoint {checkpoint_id}"
+# Where a run request keeps LangGraph's `command.update`/`goto` (`start_run`).
+COMMAND_KEY = "command"
+BAD_UPDATE = "the state update was refused: {reason}"
+RUN_ACTIVE = "run {run_id} is {status}: cancel it first"
+LATER_RUN = "run {run_id} cannot be rolled back: run {later} of the thread came after it"
 
 # Another process's log: its events are not announced (a NOTIFY per log write would
 # serialize every commit that carries one, on the busiest path), so a reader polls.
@@ -268,6 +277,7 @@ class AgentService:
         checkpoint_id: str | None = None,
         interrupt_before: Sequence[str] | None = None,
         interrupt_after: Sequence[str] | None = None,
+        command: Mapping[str, Any] | None = None,
         no_input: bool = False,
     ) -> Run:
         """Check, record and start a run: the one way a run starts (`origin`: where a
@@ -277,8 +287,9 @@ class AgentService:
         request for its readers, e.g. LangGraph's stream modes; `checkpoint_id`: run from
         that checkpoint of the thread rather than its latest, a fork, as LangGraph's time
         travel does; `interrupt_before`/`interrupt_after`: LangGraph's breakpoints, node
-        names or "*"; `no_input`: go on from the checkpoint with no input, as after a
-        breakpoint).
+        names or "*"; `command`: LangGraph's `update` and `goto`, JSON, as `prepare_run`
+        takes them; `no_input`: with no messages, answers or command, go on from where the
+        thread stands, as after a breakpoint or a state update).
 
         Raises a ServiceError (nothing recorded, nothing changed) when the request or
         the thread's state refuses it. The run then executes on its own; follow it
@@ -324,6 +335,8 @@ class AgentService:
             request[BEFORE_KEY] = _breakpoints(interrupt_before)
         if interrupt_after:
             request[AFTER_KEY] = _breakpoints(interrupt_after)
+        if command:
+            request[COMMAND_KEY] = dict(command)
         if no_input:
             request[NO_INPUT_KEY] = True
         record = RunRecord(
@@ -409,6 +422,7 @@ class AgentService:
             max_message_bytes=self.settings.agent_max_message_bytes,
             checkpoint_id=checkpoint_id,
             transcript=self.transcript,
+            command=request.get(COMMAND_KEY),
             no_input=bool(request.get(NO_INPUT_KEY)),
         )
 
@@ -810,6 +824,180 @@ class AgentService:
         await delete_thread(self.saver, thread_id)
         await self.store.forget_thread(thread_id)
         await self.store.scrub()  # what the thread said leaves the files now, not some day
+
+    # --- LangGraph's thread operations: state updates, copies, runs deleted -------------
+
+    async def _check_idle(self, thread_id: str) -> list[RunRecord]:
+        """The thread's runs; Conflict `thread_busy` while one is queued or running (as
+        `forget_thread` refuses)."""
+        records = await self.runs(thread_id)
+        if self._threads.get(thread_id) or any(record.active for record in records):
+            raise Conflict("thread_busy", THREAD_RUNNING.format(thread_id=thread_id))
+        return records
+
+    async def update_state(
+        self,
+        thread_id: str,
+        values: Any,
+        *,
+        as_node: str | None = None,
+        checkpoint_id: str | None = None,
+    ) -> RunnableConfig:
+        """Write `values` to the thread's state as node `as_node` wrote them (LangGraph's
+        `update_state`), from its latest checkpoint or `checkpoint_id`; `as_node="__copy__"`
+        (no values) copies that checkpoint into a new latest one, which a run with no input
+        (`no_input`) runs from. The config of the checkpoint written.
+
+        NotFound for no such thread or checkpoint; Conflict `thread_busy` while a run is
+        active; Invalid `unknown_node` or `invalid_update`. The transcript is untouched:
+        the thread's history stays its kept messages, then the new state's.
+        """
+        state = await self.state(thread_id, checkpoint_id)
+        await self._check_idle(thread_id)
+        graph = self.graph(state.graph_id)
+        if as_node is not None:
+            check_node(graph, state.graph_id, as_node)
+        check_messages(values, self.settings.agent_max_message_bytes)
+        config = run_config(thread_id, state.graph_id)
+        if checkpoint_id is not None:
+            config["configurable"]["checkpoint_id"] = checkpoint_id
+        try:
+            written = await graph.aupdate_state(config, values, as_node=as_node)
+        except (InvalidUpdateError, ValueError, TypeError, NotImplementedError) as exc:
+            raise Invalid("invalid_update", BAD_UPDATE.format(reason=exc)[:300]) from None
+        await self._mark_graph(written, state.graph_id)
+        return written
+
+    async def _mark_graph(self, config: RunnableConfig, graph_id: str) -> None:
+        """Give the checkpoint at `config` its graph in its metadata where it has none: a
+        `__copy__` writes its own metadata, and a thread's latest checkpoint says which
+        graph the thread is (`app.core.runs.threads`)."""
+        saved = await self.saver.aget_tuple(config)
+        if saved is None or saved.metadata.get(GRAPH_KEY) == graph_id:
+            return
+        # The same checkpoint written again: both savers replace a checkpoint by its id.
+        parent = saved.parent_config or {
+            "configurable": {**saved.config["configurable"], "checkpoint_id": None}
+        }
+        metadata = cast(CheckpointMetadata, {**saved.metadata, GRAPH_KEY: graph_id})
+        await self.saver.aput(parent, saved.checkpoint, metadata, {})
+
+    async def copy_thread(self, thread_id: str, caller: Caller = OPEN) -> str:
+        """A new thread with the thread's checkpoints (each with its parent and pending
+        writes), ended runs, transcript and metadata, owned by `caller`; its id. NotFound
+        for no such thread; Conflict `thread_busy` while a run is active."""
+        check_thread_id(thread_id)
+        records = await self._check_idle(thread_id)
+        probe: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+        saved = [found async for found in self.saver.alist(probe)]
+        if not saved and not records and await self.store.created_thread(thread_id) is None:
+            raise NotFound("unknown_thread", UNKNOWN_THREAD.format(thread_id=thread_id))
+        target = str(uuid.uuid4())
+        await self.store.copy_thread(thread_id, target, user_id=caller.user_id, now=time.time())
+        try:
+            for found in reversed(saved):  # oldest first: a parent before its children
+                configurable = found.config["configurable"]
+                ns = configurable.get("checkpoint_ns", "")
+                parent = (found.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+                at: RunnableConfig = {"configurable": {"thread_id": target, "checkpoint_ns": ns}}
+                at["configurable"]["checkpoint_id"] = parent
+                checkpoint = found.checkpoint
+                written = await self.saver.aput(
+                    at, checkpoint, found.metadata, dict(checkpoint["channel_versions"])
+                )
+                by_task: dict[str, list[tuple[str, Any]]] = {}
+                for task_id, channel, value in found.pending_writes or ():
+                    by_task.setdefault(task_id, []).append((channel, value))
+                for task_id, writes in by_task.items():
+                    await self.saver.aput_writes(written, writes, task_id)
+        except BaseException:
+            with suppress(Exception):
+                await delete_thread(self.saver, target)
+                await self.store.forget_thread(target)
+            raise
+        return target
+
+    async def delete_run(self, thread_id: str, run_id: str) -> None:
+        """Forget an ended run's record and log (the thread's checkpoints stay); NotFound
+        for no such run, Conflict `run_active` for a queued or running one."""
+        record = await self.run_record(thread_id, run_id)
+        if record.active or not await self.store.delete_run(thread_id, run_id):
+            status = record.status
+            raise Conflict("run_active", RUN_ACTIVE.format(run_id=run_id, status=status))
+
+    async def roll_back_run(self, thread_id: str, run_id: str) -> None:
+        """Undo a run that has ended or is ending (cancelled): once it has, the thread's
+        state goes back to where the run started (that checkpoint copied as the latest;
+        no checkpoint at all for a run the thread began with) if the run wrote any, and
+        its record and log are forgotten, as LangGraph's cancel with `action=rollback`
+        does. NotFound for no such run; Conflict `run_active` when it has not ended within
+        a few seconds, `thread_busy` when a later run of the thread has come since."""
+        stored = await self._ended(thread_id, run_id)
+        records = await self.runs(thread_id)
+        if records and records[0].run_id != run_id:
+            message = LATER_RUN.format(run_id=run_id, later=records[0].run_id)
+            raise Conflict("thread_busy", message)
+        graph_id = stored.record.graph
+        config = run_config(thread_id, graph_id)
+        wrote = [
+            found async for found in self.saver.alist(config, filter={RUN_KEY: run_id}, limit=1)
+        ]
+        before = stored.checkpoint_before
+        if wrote and before is None:  # the thread began with this run: no state before
+            await delete_thread(self.saver, thread_id)
+        elif wrote and before is not None:
+            latest = await self.saver.aget_tuple(config)
+            if latest is None or latest.config["configurable"].get("checkpoint_id") != before:
+                config["configurable"]["checkpoint_id"] = before
+                written = await self.graph(graph_id).aupdate_state(config, None, as_node="__copy__")
+                await self._mark_graph(written, graph_id)
+        await self.store.delete_run(thread_id, run_id)
+
+    async def _ended(self, thread_id: str, run_id: str) -> StoredRun:
+        """The run once it has left this process and its end is recorded (a cancelled
+        run records its end right after its last event); Conflict `run_active` when that
+        takes more than a few seconds."""
+        live = self.held(check_thread_id(thread_id), check_run_id(run_id))
+        with suppress(TimeoutError):
+            async with asyncio.timeout(LEAVING_WAIT_S):
+                if live is not None:
+                    await live.left.wait()
+                while True:
+                    stored = await self.run_start(thread_id, run_id)
+                    if not stored.record.active and self.held(thread_id, run_id) is None:
+                        return stored
+                    await asyncio.sleep(POLL_S)  # another process records it
+        status = (await self.run_start(thread_id, run_id)).record.status
+        raise Conflict("run_active", RUN_ACTIVE.format(run_id=run_id, status=status))
+
+    async def created_threads(
+        self, owner: str | None, limit: int
+    ) -> list[tuple[str, dict[str, Any], float, bool]]:
+        """(thread_id, metadata, created_at, has runs) of the threads made by LangGraph's
+        `POST /threads` (or copied), of `owner` or everyone's, newest first."""
+        found = []
+        for thread_id, text, created_at, has_runs in await self.store.created_threads(owner, limit):
+            metadata = json.loads(text)
+            found.append(
+                (thread_id, metadata if isinstance(metadata, dict) else {}, created_at, has_runs)
+            )
+        return found
+
+    async def set_thread_metadata(self, thread_id: str, metadata: Mapping[str, Any]) -> None:
+        """Merge `metadata` into the thread's (kept with its creation record, made now
+        for a thread started by a run); NotFound for no such thread."""
+        check_thread_id(thread_id)
+        created = await self.created_thread(thread_id)
+        if created is None:
+            owner = await self.store.thread_owner(thread_id)
+            if owner is None:
+                raise NotFound("unknown_thread", UNKNOWN_THREAD.format(thread_id=thread_id))
+            # Made when its first run was: the record says when the thread began.
+            began = min((r.created_at for r in await self.runs(thread_id)), default=time.time())
+            await self.store.create_thread(thread_id, "{}", began, user_id=owner)
+            created = ({}, began)
+        text = json.dumps({**created[0], **metadata}, ensure_ascii=False)
+        await self.store.create_thread(thread_id, text, created[1], replace=True)
 
     # --- taking over a run another process left ------------------------------------------
 

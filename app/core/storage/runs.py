@@ -331,6 +331,20 @@ class RunStore(Protocol):
     async def created_thread(self, thread_id: str) -> tuple[str, float] | None:
         """(metadata JSON, created_at) of a thread `create_thread` recorded, or None."""
 
+    async def created_threads(
+        self, user_id: str | None, limit: int
+    ) -> list[tuple[str, str, float, bool]]:
+        """(thread_id, metadata JSON, created_at, whether it has runs) of the threads
+        `create_thread` recorded (of `user_id`, or everyone's), newest first, at most `limit`."""
+
+    async def delete_run(self, thread_id: str, run_id: str) -> bool:
+        """Drop an ended run and its log; False when there is none, or it is active."""
+
+    async def copy_thread(self, source: str, target: str, *, user_id: str, now: float) -> None:
+        """Give `target` (a thread id never used) `source`'s rows, owned by `user_id`: its
+        list entry, its ended runs and their logs, its kept messages, its creation record
+        (the metadata; one with none when `source` had none), all in one transaction."""
+
     async def keep_messages(self, thread_id: str, messages: Sequence[KeptMessage]) -> None:
         """Append `messages` to the thread's kept messages, skipping ids it holds already."""
 

@@ -373,6 +373,74 @@ class SqlRunStore(ABC):
         )
         return (rows[0][0], rows[0][1]) if rows else None
 
+    async def created_threads(
+        self, user_id: str | None, limit: int
+    ) -> list[tuple[str, str, float, bool]]:
+        where = "WHERE c.user_id=? " if user_id is not None else ""
+        rows = await self._read(
+            "SELECT c.thread_id, c.metadata, c.created_at, EXISTS (SELECT 1 FROM agent_runs r"
+            " WHERE r.thread_id = c.thread_id) FROM agent_created_threads c"
+            f" {where}ORDER BY c.created_at DESC, c.thread_id LIMIT ?",
+            (*(() if user_id is None else (user_id,)), limit),
+        )
+        return [(str(t), str(m), float(c), bool(r)) for t, m, c, r in rows]
+
+    async def delete_run(self, thread_id: str, run_id: str) -> bool:
+        count = await self._transaction(
+            (
+                (
+                    "DELETE FROM agent_run_events WHERE thread_id=? AND run_id=? AND NOT EXISTS"
+                    " (SELECT 1 FROM agent_runs WHERE thread_id=? AND run_id=?"
+                    f" AND {ACTIVE_SQL})",
+                    (thread_id, run_id, thread_id, run_id),
+                ),
+                (
+                    f"DELETE FROM agent_runs WHERE thread_id=? AND run_id=? AND NOT {ACTIVE_SQL}",
+                    (thread_id, run_id),
+                ),
+            )
+        )
+        return bool(count)
+
+    async def copy_thread(self, source: str, target: str, *, user_id: str, now: float) -> None:
+        await self._transaction(
+            (
+                (
+                    "INSERT INTO agent_created_threads (thread_id, metadata, created_at, user_id)"
+                    " SELECT ?, COALESCE((SELECT metadata FROM agent_created_threads"
+                    " WHERE thread_id=?), '{}'), ?, ?",
+                    (target, source, now, user_id),
+                ),
+                (
+                    "INSERT INTO agent_threads (thread_id, graph, title, created_at,"
+                    " updated_at, origin, title_by, user_id) SELECT ?, graph, title, ?, ?,"
+                    " origin, title_by, ? FROM agent_threads WHERE thread_id=?",
+                    (target, now, now, user_id, source),
+                ),
+                # The source's ended runs; not the process that ran them, nor a cancel mark.
+                (
+                    f"INSERT INTO agent_runs ({COLUMNS}) SELECT ?, run_id, graph, status,"
+                    " created_at, finished_at, error_code, error_message, owner, request,"
+                    " checkpoint_before, rollback_from, 0 FROM agent_runs"
+                    f" WHERE thread_id=? AND NOT {ACTIVE_SQL} ORDER BY rowid",
+                    (target, source),
+                ),
+                (
+                    "INSERT INTO agent_run_events (thread_id, run_id, seq, data)"
+                    " SELECT ?, e.run_id, e.seq, e.data FROM agent_run_events e"
+                    " JOIN agent_runs r ON r.thread_id=? AND r.run_id=e.run_id"
+                    " WHERE e.thread_id=?",
+                    (target, target, source),
+                ),
+                (
+                    "INSERT INTO agent_messages (thread_id, message_id, type, data)"
+                    " SELECT ?, message_id, type, data FROM agent_messages WHERE thread_id=?"
+                    " ORDER BY rowid",
+                    (target, source),
+                ),
+            )
+        )
+
     async def keep_messages(self, thread_id: str, messages: Sequence[KeptMessage]) -> None:
         rows = [(thread_id, *message) for message in messages]
         await self._transaction(((KEEP_MESSAGE, rows),))

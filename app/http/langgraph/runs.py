@@ -2,11 +2,12 @@
 run record like any other (listed by `/api/threads/{thread_id}/runs`, cancelled from the
 page, resumed after a crash), and streamed from its log through `encoding.StreamEncoder`.
 
-Input: `input.messages` (user messages: `{"role": "user"}` or `{"type": "human"}`) or
-`command.resume`: a value answers the first pending interrupt, a mapping of pending
-interrupt ids answers each (a bare value is shorthand for `{"value": ...}`, as on
-`/api`). Neither (`input` absent or null): the run goes on from the thread's checkpoint,
-as after a breakpoint (`interrupt_before`/`interrupt_after`).
+Input: `input.messages` (user messages: `{"role": "user"}` or `{"type": "human"}`), or
+`command`: `resume` (a value answers the first pending interrupt, a mapping of pending
+interrupt ids answers each; a bare value is shorthand for `{"value": ...}`, as on
+`/api`), `update` and `goto` (LangGraph's `Command`); or neither (`input` absent or
+null): the run goes on from where the thread stands, as after a breakpoint
+(`interrupt_before`/`interrupt_after`) or a state update.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from typing import Annotated, Any, Literal, cast
 
 from ag_ui.core import Message, ResumeEntry, RunErrorEvent, UserMessage
 from fastapi import Header, Query, Request
 from fastapi.responses import Response
+from langchain_core.messages import AnyMessage, convert_to_messages
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 from pydantic import BaseModel, ConfigDict, Field
@@ -30,7 +32,7 @@ from app.core.errors import Conflict, Invalid, NotFound
 from app.core.runs.log import Entry, is_terminal
 from app.core.runs.prepare import NOTHING_PENDING
 from app.core.runs.run import Run
-from app.core.runs.service import NO_INPUT_KEY, PROTOCOL_KEY, AgentService
+from app.core.runs.service import COMMAND_KEY, NO_INPUT_KEY, PROTOCOL_KEY, AgentService
 from app.core.runs.threads import RUN_KEY, run_config
 from app.core.storage.runs import MultitaskStrategy
 from app.core.users.identity import Caller
@@ -70,14 +72,13 @@ NOT_USER = (
     "input.messages[{index}] is not a user message: this server takes the user's messages "
     "(role user / type human); the thread keeps the rest"
 )
-NO_INPUT = "send input.messages (a user message) or command.resume"
 RUN_BODY = (
-    "A run as langgraph-sdk sends it: `input.messages` (the user's messages) or "
-    "`command.resume` (answers to the pending interrupts), not both; neither (no `input`): "
-    "go on from the thread's checkpoint, as after a breakpoint (409 when no step is next)."
+    "A run as langgraph-sdk sends it: `input.messages` (the user's messages), or "
+    "`command` (`resume`: answers to the pending interrupts; `update`, `goto`), not both; "
+    "or neither, to go on from where the thread stands, as after a breakpoint or a state "
+    "update (422 `no_user_message` when no step is next)."
 )
 INPUT_XOR_COMMAND = "send input (a new message) or command (answers), not both"
-NO_GOTO = "command.update and command.goto are not supported here; send command.resume"
 NO_NODE = "interrupt_before/after names no node of this graph: {nodes} (its nodes: {known})"
 # How often, and how long at most, a stream looks for a checkpoint LangGraph is writing.
 CHECKPOINT_POLL_S = 0.02
@@ -86,7 +87,7 @@ BAD_EVENT_ID = "invalid Last-Event-ID header {value!r}: use the id of an event r
 
 
 # What the run core takes, as the schema can say it: the user's messages (text), or a
-# resume (`update` and `goto` are refused: 422 `unsupported`).
+# command (`resume`, `update`, `goto`: a node name, a `{"node", "input"}`, or a list).
 TEXT_PARTS = {
     "type": "array",
     "items": {
@@ -115,6 +116,12 @@ USER_MESSAGE = {
         },
     ]
 }
+# A `Send`: the node to go to, with its input.
+GOTO_SEND = {
+    "type": "object",
+    "required": ["node"],
+    "properties": {"node": {"type": "string"}, "input": {}},
+}
 RUN_RULES: dict[str, Any] = {
     "input": {
         "anyOf": [
@@ -131,7 +138,17 @@ RUN_RULES: dict[str, Any] = {
             {"type": "null"},
             {
                 "type": "object",
-                "properties": {"update": {"type": "null"}, "goto": {"type": "null"}},
+                "properties": {
+                    "update": {"anyOf": [{"type": "null"}, {"type": "object"}]},
+                    "goto": {
+                        "anyOf": [
+                            {"type": "null"},
+                            {"type": "string"},
+                            GOTO_SEND,
+                            {"type": "array", "items": {"anyOf": [{"type": "string"}, GOTO_SEND]}},
+                        ]
+                    },
+                },
             },
         ]
     },
@@ -140,8 +157,9 @@ RUN_RULES: dict[str, Any] = {
 
 def _run_schema(schema: dict[str, Any]) -> None:
     schema["properties"].update(RUN_RULES)
-    # `input.messages`, `command.resume` or no input at all (else 422 `no_user_message`):
-    # said in words only, as schemathesis cannot generate from the schemas that say it
+    # `input.messages` and `command` exclude each other (else 422 `invalid_body`), and
+    # neither needs a thread with something to run (else 422 `no_user_message`): said in
+    # words only, as schemathesis cannot generate from the schemas that say it
     # (a top-level anyOf/oneOf loses the object's `required`; if/then/else breaks its
     # fuzzing of every other operation).
     schema["description"] = RUN_BODY
@@ -216,23 +234,20 @@ async def _answers(agents: AgentService, thread_id: str, resume: Any) -> list[Re
 
 
 async def start(agents: AgentService, thread_id: str, body: RunCreate, caller: Caller) -> Run:
-    """Start the run the body asks for on `thread_id` as `caller`, through the run core."""
+    """Start the run the body asks for on `thread_id` as `caller`, through the run core:
+    new messages, answers (`command.resume`) with `command.update`/`goto` or those alone,
+    or no input at all (the thread goes on from where it stands, as after a breakpoint or
+    a state update; `no_user_message` when nothing is to run there)."""
     graph_id = graph_of(agents, body.assistant_id)
     command = body.command
-    if command is not None and (command.update is not None or command.goto is not None):
-        raise Invalid("unsupported", NO_GOTO)
     resuming = command is not None and "resume" in command.model_fields_set
-    if resuming and body.input is not None:
+    directed = {} if command is None else _directions(command)
+    if (resuming or directed) and body.input:
         raise Invalid("invalid_body", INPUT_XOR_COMMAND)
     messages = _user_messages(body.input)
     resume = None
-    no_input = False
     if command is not None and resuming:
         resume = await _answers(agents, thread_id, command.resume)
-    elif not messages:
-        if body.input is not None or command is not None:
-            raise Invalid("no_user_message", NO_INPUT)
-        no_input = True  # go on from the checkpoint: after a breakpoint (409 if none)
     return await agents.start_run(
         graph_id,
         thread_id=thread_id,
@@ -244,7 +259,8 @@ async def start(agents: AgentService, thread_id: str, body: RunCreate, caller: C
         checkpoint_id=body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id"),
         interrupt_before=_nodes(agents, graph_id, body.interrupt_before),
         interrupt_after=_nodes(agents, graph_id, body.interrupt_after),
-        no_input=no_input,
+        command=directed,
+        no_input=not (messages or resuming or directed),
         protocol={
             "assistant_id": body.assistant_id,
             "metadata": body.metadata or {},
@@ -263,8 +279,39 @@ def _nodes(agents: AgentService, graph_id: str, asked: str | list[str] | None) -
     known = set(agents.graph(graph_id).nodes) - {"__start__"}
     unknown = [node for node in asked if node != "*" and node not in known]
     if unknown:
-        raise Invalid("invalid_body", NO_NODE.format(nodes=unknown[:5], known=sorted(known)))
+        raise Invalid("unknown_node", NO_NODE.format(nodes=unknown[:5], known=sorted(known)))
     return list(asked)
+
+
+def _directions(command: RunCommand) -> dict[str, Any]:
+    """`command.update` and `command.goto` as given (the run core checks the nodes), each
+    message of `update.messages` with an id: the state and the stream show it by that id."""
+    update = command.update
+    if isinstance(update, dict) and isinstance(update.get("messages"), list):
+        update = {
+            **update,
+            "messages": [
+                {**m, "id": str(uuid.uuid4())} if isinstance(m, dict) and not m.get("id") else m
+                for m in update["messages"]
+            ],
+        }
+    return {
+        key: value
+        for key, value in (("update", update), ("goto", command.goto))
+        if value is not None
+    }
+
+
+def _updated_messages(request: Mapping[str, Any]) -> list[AnyMessage]:
+    """The messages a run's `command.update` adds (none when they cannot be read)."""
+    update = (request.get(COMMAND_KEY) or {}).get("update")
+    messages = update.get("messages") if isinstance(update, dict) else None
+    if not isinstance(messages, list):
+        return []
+    try:
+        return cast(list[AnyMessage], convert_to_messages(messages))
+    except (ValueError, TypeError, NotImplementedError):  # the run refused them too
+        return []
 
 
 async def encoder_for(
@@ -282,11 +329,14 @@ async def encoder_for(
         except NotFound:  # pruned since (`react-agent prune`): the run's own parts remain
             pass
     known = {message.id for message in before}
-    added = [m for m in human_messages(request.get("messages") or []) if m.id not in known]
+    added: list[AnyMessage] = [
+        m for m in human_messages(request.get("messages") or []) if m.id not in known
+    ]
+    added += _updated_messages(request)
     asked = (request.get(PROTOCOL_KEY) or {}).get("stream_mode")
     # A run with new input shows its input's checkpoint and the first step's before its
     # first step; a resumed one (answers, or no input) the checkpoint it goes on from.
-    goes_on = bool(request.get("resume") or request.get(NO_INPUT_KEY))
+    goes_on = bool(request.get("resume") or request.get(NO_INPUT_KEY) or request.get(COMMAND_KEY))
     graph = agents.graphs.get(started.record.graph)
     return StreamEncoder(
         modes or stream_modes(asked),
@@ -640,8 +690,11 @@ async def _caller_left(request: Request) -> None:
     status_code=202,
     responses={
         **NAMED,
-        **errors((409, "the run has ended"), (415, "a Content-Type other than JSON")),
-        204: {"description": "with `wait`: the run has ended"},
+        **errors(
+            (409, "the run has ended (`run_finished`); a rollback after a later run"),
+            (415, "a Content-Type other than JSON"),
+        ),
+        204: {"description": "with `wait`: the run has ended (and, with `rollback`, is undone)"},
     },
 )
 @takes_no_body
@@ -651,16 +704,40 @@ async def stop_run(
     agents: Agents,
     wait: Annotated[bool, Query(description="answer once the run has ended")] = False,
     action: Annotated[
-        Literal["interrupt"], Query(description="`interrupt` (`rollback` is not supported)")
+        Literal["interrupt", "rollback"],
+        Query(
+            description="`interrupt`: stop it; `rollback`: stop it, then forget it and "
+            "take the thread back to where it started"
+        ),
     ] = "interrupt",
 ) -> Response:
-    """Stop a queued or running run (409 `run_finished` for an ended one)."""
+    """Stop a queued or running run (409 `run_finished` for an ended one). A rollback
+    waits for its end, then undoes it (`AgentService.roll_back_run`): the answer comes
+    once it is gone."""
     record = await agents.cancel_run(thread_id, run_id)
+    if action == "rollback":
+        started = await agents.run_start(thread_id, run_id)  # what it was, before it goes
+        await _wait(agents, thread_id, run_id)
+        await agents.roll_back_run(thread_id, run_id)
+        if wait:
+            return Response(status_code=204)
+        return answer(agents, run_resource(started.record, started.request), status=202)
     if wait:
         await _wait(agents, thread_id, run_id)
         return Response(status_code=204)
     started = await agents.run_start(thread_id, record.run_id)
     return answer(agents, run_resource(started.record, started.request), status=202)
+
+
+@api.delete(
+    "/threads/{thread_id:thread}/runs/{run_id:run}",
+    status_code=204,
+    responses={**NAMED, **errors((409, "the run is queued or running (`run_active`)"))},
+)
+async def delete_run(thread_id: ThreadId, run_id: RunId, agents: Agents) -> Response:
+    """Forget an ended run's record and events (the thread's state stays as it is)."""
+    await agents.delete_run(thread_id, run_id)
+    return Response(status_code=204)
 
 
 # --- stateless: a thread of their own ------------------------------------------------

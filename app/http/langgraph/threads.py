@@ -3,15 +3,20 @@ checkpoints and run records as `/api/threads`.
 
 A thread exists once it has a checkpoint, a run, or was created by `POST /threads`,
 which keeps the metadata given (`AgentService.create_thread`). Besides that metadata, a
-thread's are its `graph_id`, `assistant_id` and `title`; `PATCH` renames it through
-`metadata.title` (other keys are refused). The search lists the threads with runs
-(`/api/threads`' list).
+thread's are its `graph_id`, `assistant_id` and `title`; `PATCH` merges metadata into
+it (`metadata.title` renames it). The search lists the threads with runs
+(`/api/threads`' list) and those created without one yet.
+
+`POST /threads/{id}/state` (a state update, Studio's "re-run from here") and
+`POST /threads/{id}/copy` go through the service (`AgentService.update_state`,
+`copy_thread`): refused while a run is active, the transcript kept.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from fastapi import Query, Request
@@ -71,12 +76,13 @@ class ThreadSearch(BaseModel):
     offset: Count = Field(0, ge=0)
 
 
-class TitleOnly(BaseModel):
-    """The one piece of thread metadata kept: its title."""
+class ThreadMetadata(BaseModel):
+    """Metadata to merge into the thread's; `title`, if given, renames it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="allow")
 
-    title: str = Field(
+    title: str | None = Field(
+        None,
         description="1-200 characters once leading and trailing spaces are trimmed",
         json_schema_extra={"pattern": r"\S"},
     )
@@ -85,7 +91,19 @@ class TitleOnly(BaseModel):
 class ThreadPatch(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    metadata: TitleOnly
+    metadata: ThreadMetadata
+
+
+class StateUpdate(BaseModel):
+    """langgraph-sdk's `threads.update_state`: `values` written as node `as_node` wrote
+    them (`__copy__` with no values: the checkpoint copied, for a run with no input)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    values: dict[str, Any] | list[Any] | None = None
+    as_node: str | None = Field(None, max_length=200)
+    checkpoint_id: str | None = Field(None, max_length=200)
+    checkpoint: dict[str, Any] | None = None
 
 
 class HistoryQuery(BaseModel):
@@ -116,12 +134,17 @@ async def read_thread(agents: AgentService, thread_id: str) -> dict[str, Any]:
     first = created_at or min((r.created_at for r in records), default=time.time())
     values = state_resource(state.snapshot, state.messages)["values"] if state else None
     graph_id = state.graph_id if state else records[0].graph if records else None
+    status = thread_status(records)
+    if state is not None and status in ("idle", "interrupted"):
+        # As LangGraph's servers set it after a run or a state update: `interrupted` while
+        # a step is next (a question, a breakpoint, a copied checkpoint to re-run).
+        status = "interrupted" if state.snapshot.next else "idle"
     return thread_resource(
         thread_id,
         graph_id=graph_id,
         created_at=first,
         updated_at=max(times, default=first),
-        status=thread_status(records),
+        status=status,
         values=values,
         interrupts=interrupts_of(state.snapshot) if state else {},
         metadata=metadata,
@@ -162,10 +185,34 @@ async def _search(
     if "assistant_id" in wanted:
         graph_id = graph_of(agents, str(wanted.pop("assistant_id")))
     # A user's own threads; an admin's search covers everyone's.
-    summaries = await agents.threads(
-        graph_id, MAX_THREADS, None if caller.admin else caller.user_id
-    )
-    found = [summary_resource(summary) for summary in summaries]
+    owner = None if caller.admin else caller.user_id
+    summaries = await agents.threads(graph_id, MAX_THREADS, owner)
+    created = {
+        thread_id: (metadata, created_at, has_runs)
+        for thread_id, metadata, created_at, has_runs in await agents.created_threads(
+            owner, MAX_THREADS
+        )
+    }
+    dated: list[tuple[float, dict[str, Any]]] = []
+    for summary in summaries:
+        listed = summary_resource(summary)
+        metadata = created.get(summary.thread_id, ({}, 0.0, True))[0]
+        listed["metadata"] = {**metadata, **listed["metadata"]}
+        dated.append((summary.updated_at, listed))
+    for thread_id, (metadata, created_at, has_runs) in created.items():
+        if has_runs or (graph_id is not None and metadata.get("graph_id") != graph_id):
+            continue  # listed above, with its runs (or not of the graph asked for)
+        resource = thread_resource(
+            thread_id,
+            graph_id=None,
+            created_at=created_at,
+            updated_at=created_at,
+            status="idle",
+            metadata=metadata,
+        )
+        dated.append((created_at, resource))
+    dated.sort(key=lambda pair: pair[0], reverse=True)
+    found = [resource for _, resource in dated]
     if search.ids is not None:
         found = [t for t in found if t["thread_id"] in search.ids]
     if search.status is not None:
@@ -180,8 +227,9 @@ async def _search(
 )
 @takes_no_body
 async def search_threads(request: Request, agents: Agents, caller: CallerOf) -> Response:
-    """Threads with runs, newest activity first, by `metadata` (`graph_id`,
-    `assistant_id`, `title`), `status` and `ids`; a page of `limit` from `offset`."""
+    """Threads, newest activity first (one without runs yet: by its creation), by
+    `metadata` (`graph_id`, `assistant_id`, `title` or any key given, by equality),
+    `status` and `ids`; a page of `limit` from `offset`."""
     search = await body_of(request, agents, ThreadSearch)
     found = await _search(agents, search, caller)
     page = found[search.offset : search.offset + search.limit]
@@ -210,17 +258,22 @@ async def show_thread(
 
 @api.patch("/threads/{thread_id:thread}", responses=READS_BODY, openapi_extra=body_doc(ThreadPatch))
 async def patch_thread(thread_id: ThreadId, request: Request, agents: Agents) -> Response:
-    """Rename the thread (`metadata.title`); other metadata is refused (422)."""
+    """Merge `metadata` into the thread's; `metadata.title` renames it."""
     body = await body_of(request, agents, ThreadPatch)
     title = body.metadata.title
-    created = await agents.created_thread(thread_id)
-    try:
-        await agents.rename_thread(thread_id, title)  # a bad title is refused here first
-    except NotFound:  # no run yet: its created record holds the title
-        if created is None:
-            raise
-    if created is not None:  # its metadata, shown before and after its first run
-        await agents.create_thread(thread_id, {**created[0], "title": title}, replace=True)
+    others = dict(body.metadata.model_extra or {})
+    await read_thread(agents, thread_id)  # NotFound first, for any body
+    if title is not None:
+        created = await agents.created_thread(thread_id)
+        try:
+            await agents.rename_thread(thread_id, title)  # a bad title is refused here first
+        except NotFound:  # no run yet: its created record holds the title
+            if created is None:
+                raise
+        if created is not None:  # its metadata, shown before and after its first run
+            await agents.create_thread(thread_id, {**created[0], "title": title}, replace=True)
+    if others:
+        await agents.set_thread_metadata(thread_id, others)
     return answer(agents, await read_thread(agents, thread_id))
 
 
@@ -272,3 +325,55 @@ async def get_history(thread_id: ThreadId, request: Request, agents: Agents) -> 
         if all((s.metadata or {}).get(k) == v for k, v in wanted.items())
     ]
     return answer(agents, found)
+
+
+def _checkpoint_of(config: Mapping[str, Any]) -> dict[str, Any]:
+    configurable = config.get("configurable", {})
+    return {
+        "thread_id": configurable.get("thread_id"),
+        "checkpoint_ns": configurable.get("checkpoint_ns", ""),
+        "checkpoint_id": configurable.get("checkpoint_id"),
+        "checkpoint_map": configurable.get("checkpoint_map"),
+    }
+
+
+@api.post(
+    "/threads/{thread_id:thread}/state",
+    responses={
+        **READS_BODY,
+        **errors((409, "the thread has a run in progress (`thread_busy`)")),
+    },
+    openapi_extra=body_doc(StateUpdate),
+)
+async def update_state(thread_id: ThreadId, request: Request, agents: Agents) -> Response:
+    """Write `values` to the thread's state as node `as_node` did (LangGraph's
+    `update_state`), from its latest checkpoint or `checkpoint_id`; `as_node: "__copy__"`
+    with no values copies the checkpoint as the latest, and a run with no input then runs
+    from it (Studio's "re-run from here"). The checkpoint written, as `{"checkpoint"}`."""
+    body = await body_of(request, agents, StateUpdate)
+    checkpoint_id = body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id")
+    written = await agents.update_state(
+        thread_id,
+        body.values,
+        as_node=body.as_node,
+        checkpoint_id=None if checkpoint_id is None else str(checkpoint_id),
+    )
+    return answer(agents, {"checkpoint": _checkpoint_of(written)})
+
+
+@api.post(
+    "/threads/{thread_id:thread}/copy",
+    responses={
+        **NAMED,
+        **errors(
+            (409, "the thread has a run in progress (`thread_busy`)"),
+            (415, "a Content-Type other than JSON"),
+        ),
+    },
+)
+@takes_no_body
+async def copy_thread(thread_id: ThreadId, agents: Agents, caller: CallerOf) -> Response:
+    """A new thread, the caller's, with the thread's checkpoints (its history), runs,
+    transcript and metadata."""
+    copied = await agents.copy_thread(thread_id, caller)
+    return answer(agents, await read_thread(agents, copied))
