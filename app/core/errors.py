@@ -48,6 +48,7 @@ ErrorCode = Literal[
     "unknown_run",
     "unknown_message",
     "unknown_user",
+    "unknown_item",
     "metrics_off",
     "not_found",
     "method_not_allowed",
@@ -63,6 +64,8 @@ ErrorCode = Literal[
     "unknown_interrupt",
     "run_expired",
     "thread_exists",
+    "assistant_exists",
+    "system_assistant",
     # too many runs already waiting, or a user's limit reached (429)
     "queue_full",
     "too_many_runs",

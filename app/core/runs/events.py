@@ -88,6 +88,7 @@ async def stream_run(
     checkpoint_id: str | None = None,
     announce: bool = True,
     observe: Callable[[str, Any], None] | None = None,
+    context: Mapping[str, Any] | None = None,
 ) -> AsyncGenerator[BaseEvent, None]:
     """Run `graph` on one thread and yield the run's AG-UI events.
 
@@ -100,7 +101,7 @@ async def stream_run(
     `checkpoint_id` runs from that checkpoint instead of the latest (a rollback);
     `announce=False` leaves out RUN_STARTED (a resumed run already sent it).
     `observe` sees every `(mode, data)` item of the graph's stream first (telemetry),
-    and `(FAILED, exception)` when the run fails.
+    and `(FAILED, exception)` when the run fails. `context` is the graph's runtime context.
     Logs one summary line per run.
     """
     started = time.perf_counter()
@@ -119,6 +120,8 @@ async def stream_run(
                 input_or_command,
                 start,
                 stream_mode=STREAM_MODES if stream_tokens else WHOLE_MODES,
+                # The agents declare no context schema: LangGraph passes it on as it is.
+                context=cast(Any, dict(context) if context else None),
             ),
         )
         async with aclosing(stream):
