@@ -49,6 +49,7 @@ ErrorCode = Literal[
     "unknown_message",
     "unknown_user",
     "unknown_item",
+    "unknown_version",
     "metrics_off",
     "not_found",
     "method_not_allowed",

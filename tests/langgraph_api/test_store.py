@@ -7,61 +7,20 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 
 import pytest
-from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import NotFoundError
 
 from tests.doubles.llm import ScriptedLLM, text, tool_call
-from tests.doubles.open_meteo import FakeOpenMeteo
-from tests.service.conftest import API_KEY, Backend, serving
-from tests.support.processes import ServerProcess
-from tests.support.user_keys import add_user
 
 pytestmark = pytest.mark.processes  # real servers
 
-MEMO = "memo=tests.langgraph_api.memory_graph"
-
-
-@dataclass
-class Served:
-    server: ServerProcess
-    alice: str  # keys of two users who are not admins
-    bob: str
-
-
-@pytest.fixture(scope="module")
-def served(
-    _llm_server: ScriptedLLM,
-    _meteo_server: FakeOpenMeteo,
-    tmp_path_factory: pytest.TempPathFactory,
-    backend: Backend,
-) -> Iterator[Served]:
-    data_dir = tmp_path_factory.mktemp("store")
-    with serving(_llm_server, _meteo_server, data_dir, backend, AGENT_EXTRA_GRAPHS=MEMO) as server:
-        agent_db = backend.agent_db(data_dir)
-        yield Served(server, add_user(agent_db, "alice"), add_user(agent_db, "bob"))
-
-
-@pytest.fixture
-async def sdk(served: Served) -> AsyncIterator[dict[str, LangGraphClient]]:
-    """langgraph-sdk clients of the admin (AGENT_API_KEY), Alice and Bob."""
-    clients = {
-        name: get_client(url=served.server.url, api_key=key)
-        for name, key in (("admin", API_KEY), ("alice", served.alice), ("bob", served.bob))
-    }
-    yield clients
-    for client in clients.values():
-        await client.aclose()
-
 
 async def test_an_item_is_put_got_searched_listed_and_deleted(
-    sdk: dict[str, LangGraphClient],
+    clients: dict[str, LangGraphClient],
 ) -> None:
-    store = sdk["alice"].store
+    store = clients["alice"].store
     root = f"prefs-{uuid.uuid4().hex[:6]}"
     await store.put_item([root, "ui"], "theme", {"mode": "dark", "size": 14})
     await store.put_item([root, "lang"], "main", {"code": "zh"})
@@ -98,9 +57,9 @@ async def test_an_item_is_put_got_searched_listed_and_deleted(
 
 
 async def test_bad_namespaces_and_values_are_refused_and_nothing_is_stored(
-    sdk: dict[str, LangGraphClient],
+    clients: dict[str, LangGraphClient],
 ) -> None:
-    http = sdk["alice"].http.client
+    http = clients["alice"].http.client
     root = f"bad-{uuid.uuid4().hex[:6]}"
     refused = []
     for body in (
@@ -129,13 +88,13 @@ async def test_bad_namespaces_and_values_are_refused_and_nothing_is_stored(
         + [(422, "invalid_request")] * 2
         + [(422, "invalid_body")] * 2
     )
-    assert (await sdk["alice"].store.list_namespaces(prefix=[root]))["namespaces"] == []
+    assert (await clients["alice"].store.list_namespaces(prefix=[root]))["namespaces"] == []
 
 
 async def test_each_user_reads_and_writes_only_their_own_items(
-    sdk: dict[str, LangGraphClient],
+    clients: dict[str, LangGraphClient],
 ) -> None:
-    alice, bob, admin = sdk["alice"].store, sdk["bob"].store, sdk["admin"].store
+    alice, bob, admin = clients["alice"].store, clients["bob"].store, clients["admin"].store
     root = f"shared-{uuid.uuid4().hex[:6]}"
     await alice.put_item([root], "secret", {"owner": "alice"})
     await bob.put_item([root], "secret", {"owner": "bob"})
@@ -158,9 +117,9 @@ async def test_each_user_reads_and_writes_only_their_own_items(
 
 
 async def test_the_graphs_store_is_the_one_the_api_shows(
-    sdk: dict[str, LangGraphClient], llm: ScriptedLLM
+    clients: dict[str, LangGraphClient], llm: ScriptedLLM
 ) -> None:
-    admin = sdk["admin"]
+    admin = clients["admin"]
     await admin.store.put_item(["notes"], "today", {"note": "带伞", "by": "api"})
     llm.script(tool_call("recall", {}), text("记得：带伞。"))
     recalled = await admin.runs.wait(

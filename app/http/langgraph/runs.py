@@ -29,6 +29,7 @@ from app.core.runs.service import PROTOCOL_KEY, AgentService
 from app.core.storage.runs import MultitaskStrategy
 from app.core.users.identity import Caller
 from app.http.auth import CallerOf
+from app.http.langgraph.assistants import GraphConfig, resolve, run_settings
 from app.http.langgraph.common import (
     NAMED,
     STARTS,
@@ -38,7 +39,6 @@ from app.http.langgraph.common import (
     answer,
     body_doc,
     body_of,
-    graph_of,
     router,
 )
 from app.http.langgraph.encoding import (
@@ -157,6 +157,8 @@ class RunCreate(BaseModel):
     if_not_exists: Literal["create", "reject"] | None = None
     checkpoint_id: str | None = Field(None, description="run from this checkpoint: a fork")
     checkpoint: dict[str, Any] | None = Field(None, description="its `checkpoint_id`, as above")
+    config: GraphConfig | None = Field(None, description="over the assistant's config")
+    context: dict[str, Any] | None = Field(None, description="over the assistant's context")
 
 
 def _user_messages(run_input: dict[str, Any] | None) -> list[Message]:
@@ -194,8 +196,10 @@ async def _answers(agents: AgentService, thread_id: str, resume: Any) -> list[Re
 
 
 async def start(agents: AgentService, thread_id: str, body: RunCreate, caller: Caller) -> Run:
-    """Start the run the body asks for on `thread_id` as `caller`, through the run core."""
-    graph_id = graph_of(agents, body.assistant_id)
+    """Start the run the body asks for on `thread_id` as `caller`, through the run core,
+    with its assistant's config and context under its own."""
+    resolved = await resolve(agents, body.assistant_id, caller)
+    config, context = run_settings(resolved, body.config, body.context)
     command = body.command
     if command is not None and (command.update is not None or command.goto is not None):
         raise Invalid("unsupported", NO_GOTO)
@@ -209,7 +213,7 @@ async def start(agents: AgentService, thread_id: str, body: RunCreate, caller: C
     elif not messages:
         raise Invalid("no_user_message", NO_INPUT)
     return await agents.start_run(
-        graph_id,
+        resolved.graph_id,
         thread_id=thread_id,
         run_id=str(uuid.uuid4()),
         messages=messages,
@@ -217,6 +221,8 @@ async def start(agents: AgentService, thread_id: str, body: RunCreate, caller: C
         multitask_strategy=body.multitask_strategy,
         caller=caller,
         checkpoint_id=body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id"),
+        config=config,
+        context=context,
         protocol={
             "assistant_id": body.assistant_id,
             "metadata": body.metadata or {},
