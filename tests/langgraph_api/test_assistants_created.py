@@ -58,6 +58,10 @@ async def test_an_assistant_is_created_changed_listed_moved_back_and_deleted(
     assert [(v["version"], v["name"]) for v in versions] == [(2, "简报2"), (1, "简报")]
     assert back["version"] == 1 and back["name"] == "简报" and back["metadata"] == {"team": "a"}
     assert await assistants.get(made["assistant_id"]) == back
+    moved_on = await assistants.update(made["assistant_id"], context={"tone": "long"})
+    assert moved_on["version"] == 3 and moved_on["name"] == "简报"  # from the one in use
+    assert moved_on["context"] == {"tone": "long"}
+    assert moved_on["config"] == {"configurable": {"tone": "long"}}
     graph = await assistants.get_graph(made["assistant_id"])
     assert {"agent", "tools"} <= {node["id"] for node in graph["nodes"]}
 

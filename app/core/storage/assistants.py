@@ -23,6 +23,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from app.core.storage.runs import storable
 from app.core.storage.sql import Decision, Step
 
 ASSISTANTS_SCHEMA = """
@@ -112,8 +113,8 @@ def _version_params(row: AssistantRow, at: float) -> tuple[Any, ...]:
         row.assistant_id,
         row.version,
         row.graph_id,
-        row.name,
-        row.description,
+        storable(row.name),
+        None if row.description is None else storable(row.description),
         json.dumps(row.config, ensure_ascii=False),
         json.dumps(row.context, ensure_ascii=False),
         json.dumps(row.metadata, ensure_ascii=False),

@@ -247,19 +247,26 @@ def run_settings(
 
 
 def _in_step(
-    config: GraphConfig | None, context: dict[str, Any] | None
+    config: GraphConfig | None,
+    context: dict[str, Any] | None,
+    current: AssistantRow | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """An assistant's config and context kept in step, as LangGraph's servers keep them:
-    `context` is what `configurable` says, or the reverse (422 when both are given)."""
+    """An assistant's config and context (each the `current` one's when not given) kept
+    in step, as LangGraph's servers keep them: `context` is what `configurable` says, or
+    the reverse (422 when both are given)."""
     plain = config.plain() if config is not None else {}
     configurable = plain.get("configurable") or {}
     if configurable and context:
         raise Invalid("invalid_body", BOTH_CONFIGURABLE_AND_CONTEXT)
+    if config is None and current is not None:
+        plain = dict(current.config)
     if configurable:
         return plain, dict(configurable)
+    if context is None:
+        return plain, dict(current.context) if current is not None else {}
     if context:
         plain["configurable"] = dict(context)
-    return plain, dict(context or {})
+    return plain, dict(context)
 
 
 def _matches(found: dict[str, Any], search: AssistantSearch | VersionSearch) -> bool:
@@ -340,14 +347,14 @@ async def update_assistant(
     await _own(agents, assistant_id, caller)
     if body.graph_id is not None:
         agents.graph(body.graph_id)
-    given = body.config is not None or body.context is not None
-    config, context = _in_step(body.config, body.context)
+    _in_step(body.config, body.context)  # 422 before anything is written
 
     def change(current: AssistantRow) -> AssistantRow:
+        config, context = _in_step(body.config, body.context, current)
         return current._replace(
             graph_id=body.graph_id or current.graph_id,
-            config=config if given else current.config,
-            context=context if given else current.context,
+            config=config,
+            context=context,
             metadata={**current.metadata, **(body.metadata or {})},
             name=body.name if body.name is not None else current.name,
             description=body.description if body.description is not None else current.description,
@@ -369,7 +376,11 @@ async def delete_assistant(
     agents: Agents,
     caller: CallerOf,
     delete_threads: Annotated[
-        bool, Query(description="not supported (`true` is 422): delete the threads themselves")
+        bool,
+        Query(
+            description="not supported (`true` is 422): delete the threads themselves",
+            json_schema_extra={"enum": [False]},
+        ),
     ] = False,
 ) -> Response:
     """Forget the assistant and its versions (its runs and threads stay)."""

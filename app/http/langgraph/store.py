@@ -12,17 +12,35 @@ run finds them under the same prefix (`user_namespace`).
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from fastapi import Query, Request
 from fastapi.responses import Response
 from langgraph.store.base import BaseStore, Item
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StringConstraints,
+    WithJsonSchema,
+)
 
 from app.core.errors import NotFound, storage_unavailable
 from app.core.users.identity import Caller
 from app.http.auth import CallerOf
-from app.http.langgraph.common import Agents, Count, answer, body_doc, body_of, router
+from app.http.langgraph.common import (
+    Agents,
+    Count,
+    _whole,
+    answer,
+    body_doc,
+    body_of,
+    router,
+)
 from app.http.openapi import errors
 
 api = router()
@@ -31,15 +49,83 @@ api = router()
 USERS_LABEL = "users"
 UNKNOWN_ITEM = "no item {key!r} in namespace {namespace!r}"
 NO_STORE = "the store is not open in this process"
-LABEL_RULE = "a non-empty label without `.`"
+LABEL_RULE = "a non-empty label without `.` (or NUL)"
 WRITES = errors(400, 408, 413, 415, 422)
+# What both stores keep as JSON: integers of 64 bits, text without NUL (PostgreSQL's
+# jsonb refuses it), nesting LangGraph's JSON encoder takes.
+INT64 = 2**63
+MAX_DEPTH = 64
+NOT_STORABLE = "{what}: integers beyond 64 bits, text with NUL, or nesting deeper than {depth}"
+# LangGraph's rule for a filter's keys (its stores refuse others), and its operators.
+FILTER_KEY = r"^[A-Za-z0-9_.-]+$"
+OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
+BAD_FILTER_KEY = "filter: a field's name is letters, digits, `_`, `.` or `-`"
+BAD_OPERATOR = "filter: a field's object holds operators ({operators}) on plain values only"
+SCALAR = {"type": ["string", "number", "boolean", "null"]}
+FILTER_SCHEMA = {
+    "type": "object",
+    "propertyNames": {"pattern": FILTER_KEY},
+    "additionalProperties": {
+        "anyOf": [
+            {"type": ["string", "number", "boolean", "null", "array"]},
+            {
+                "type": "object",
+                "properties": dict.fromkeys(sorted(OPERATORS), SCALAR),
+                "additionalProperties": False,
+            },
+        ]
+    },
+}
 
 Label = Annotated[
     str,
-    StringConstraints(min_length=1, max_length=256, pattern=r"^[^.]+$"),
+    StringConstraints(min_length=1, max_length=256, pattern=r"^[^.\u0000]+$"),
     Field(description=LABEL_RULE),
 ]
 Namespace = Annotated[list[Label], Field(max_length=32)]
+Key = Annotated[str, StringConstraints(min_length=1, max_length=1024, pattern=r"^[^\u0000]+$")]
+# Where a page starts: bounded so that every backend takes it as an integer.
+OFFSET = Field(0, ge=0, le=1_000_000_000)
+# The bounds before the validator: after it they would not reach the schema's `integer`.
+Depth = Annotated[int, Field(ge=1, le=32), BeforeValidator(_whole)]
+
+
+def _storable(value: Any, depth: int = 0) -> bool:
+    if depth > MAX_DEPTH:
+        return False
+    if isinstance(value, str):
+        return "\x00" not in value
+    if isinstance(value, bool) or value is None or isinstance(value, float):
+        return True
+    if isinstance(value, int):
+        return -INT64 <= value < INT64
+    if isinstance(value, dict):
+        return all(_storable(k, depth) and _storable(v, depth + 1) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_storable(item, depth + 1) for item in value)
+    return False
+
+
+def _value(value: dict[str, Any]) -> dict[str, Any]:
+    if not _storable(value):
+        raise ValueError(NOT_STORABLE.format(what="value", depth=MAX_DEPTH))
+    return value
+
+
+def _filter(found: dict[str, Any]) -> dict[str, Any]:
+    for name, condition in found.items():
+        if not re.fullmatch(FILTER_KEY, name):
+            raise ValueError(BAD_FILTER_KEY)
+        if isinstance(condition, dict) and not (
+            set(condition) <= OPERATORS
+            and not any(isinstance(v, dict | list) for v in condition.values())
+        ):
+            raise ValueError(BAD_OPERATOR.format(operators=", ".join(sorted(OPERATORS))))
+    return found
+
+
+Value = Annotated[dict[str, Any], AfterValidator(_value)]
+Filter = Annotated[dict[str, Any], AfterValidator(_filter), WithJsonSchema(FILTER_SCHEMA)]
 
 
 def user_namespace(user_id: str, *labels: str) -> tuple[str, ...]:
@@ -68,12 +154,14 @@ class ItemPut(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     namespace: Namespace = Field(min_length=1)
-    key: str = Field(min_length=1, max_length=1024)
-    value: dict[str, Any]
-    index: Literal[False] | list[str] | None = Field(
+    key: Key
+    value: Value
+    index: StrictBool | list[str] | None = Field(
         None, description="taken, not used: the store has no semantic index"
     )
-    ttl: float | None = Field(None, gt=0, description="minutes until the item expires")
+    ttl: float | None = Field(
+        None, gt=0, le=1_000_000_000, description="minutes until the item expires"
+    )
 
 
 class ItemDelete(BaseModel):
@@ -82,7 +170,7 @@ class ItemDelete(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     namespace: Namespace = Field(min_length=1)
-    key: str = Field(min_length=1, max_length=1024)
+    key: Key
 
 
 class ItemSearch(BaseModel):
@@ -91,13 +179,15 @@ class ItemSearch(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     namespace_prefix: Namespace | None = None
-    filter: dict[str, Any] | None = Field(None, description="value fields to match")
+    filter: Filter | None = Field(
+        None, description="value fields to match: a value, or `{operator: value}`"
+    )
     limit: Count = Field(10, ge=1, le=1000)
-    offset: Count = Field(0, ge=0)
+    offset: Count = OFFSET
     query: str | None = Field(
         None, description="taken, not used: the store has no semantic index, it lists"
     )
-    refresh_ttl: bool | None = None
+    refresh_ttl: StrictBool | None = None
 
 
 class NamespaceSearch(BaseModel):
@@ -107,9 +197,9 @@ class NamespaceSearch(BaseModel):
 
     prefix: Namespace | None = None
     suffix: Namespace | None = None
-    max_depth: Count | None = Field(None, ge=1, le=32)
+    max_depth: Depth | None = None
     limit: Count = Field(100, ge=1, le=1000)
-    offset: Count = Field(0, ge=0)
+    offset: Count = OFFSET
 
 
 @api.put("/store/items", status_code=204, responses=WRITES, openapi_extra=body_doc(ItemPut))
@@ -117,7 +207,7 @@ async def put_item(request: Request, agents: Agents, caller: CallerOf) -> Respon
     """Store `value` at `key` in `namespace` (the caller's own), replacing what was there."""
     body = await body_of(request, agents, ItemPut)
     namespace = user_namespace(caller.user_id, *body.namespace)
-    await _memory(agents).aput(namespace, body.key, body.value, index=body.index, ttl=body.ttl)
+    await _memory(agents).aput(namespace, body.key, body.value, ttl=body.ttl)
     return Response(status_code=204)
 
 
@@ -128,21 +218,27 @@ async def put_item(request: Request, agents: Agents, caller: CallerOf) -> Respon
 async def get_item(
     agents: Agents,
     caller: CallerOf,
-    key: Annotated[str, Query(min_length=1, max_length=1024, description="the item's key")],
+    key: Annotated[
+        str,
+        Query(min_length=1, max_length=1024, pattern=r"^[^\u0000]+$", description="its key"),
+    ],
     namespace: Annotated[
         str,
         Query(
             description="the namespace's labels joined by `.`",
-            pattern=r"^[^.]+(\.[^.]+)*$",
+            pattern=r"^[^.\u0000]+(\.[^.\u0000]+)*$",
             max_length=8192,
         ),
     ],
-    refresh_ttl: Annotated[bool | None, Query(description="restart the item's ttl")] = None,
+    refresh_ttl: Annotated[
+        Literal["true", "false"] | None, Query(description="restart the item's ttl")
+    ] = None,
 ) -> Response:
     """The item (404 `unknown_item` when there is none in the caller's store)."""
     labels = namespace.split(".")
+    refresh = None if refresh_ttl is None else refresh_ttl == "true"
     item = await _memory(agents).aget(
-        user_namespace(caller.user_id, *labels), key, refresh_ttl=refresh_ttl
+        user_namespace(caller.user_id, *labels), key, refresh_ttl=refresh
     )
     if item is None:
         raise NotFound("unknown_item", UNKNOWN_ITEM.format(key=key[:100], namespace=labels[:8]))
@@ -162,6 +258,9 @@ async def search_items(request: Request, agents: Agents, caller: CallerOf) -> Re
     """`{"items": [...]}`: a page of the caller's items under `namespace_prefix` whose
     values match `filter`, the last changed first."""
     body = await body_of(request, agents, ItemSearch)
+    if body.filter is not None and not _storable(body.filter):
+        # Nothing stored holds such a value (a write refuses it): nothing matches.
+        return answer(agents, {"items": []})
     found = await _memory(agents).asearch(
         user_namespace(caller.user_id, *(body.namespace_prefix or ())),
         filter=body.filter,
