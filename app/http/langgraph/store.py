@@ -30,6 +30,7 @@ from pydantic import (
 )
 
 from app.core.errors import NotFound, storage_unavailable
+from app.core.storage.runs import storable
 from app.core.users.identity import Caller
 from app.http.auth import CallerOf
 from app.http.langgraph.common import (
@@ -51,11 +52,10 @@ UNKNOWN_ITEM = "no item {key!r} in namespace {namespace!r}"
 NO_STORE = "the store is not open in this process"
 LABEL_RULE = "a non-empty label without `.` (or NUL)"
 WRITES = errors(400, 408, 413, 415, 422)
-# What both stores keep as JSON: integers of 64 bits, text without NUL (PostgreSQL's
-# jsonb refuses it), nesting LangGraph's JSON encoder takes.
+# What both stores keep as JSON: integers of 64 bits (LangGraph's JSON encoder), text
+# without NUL (PostgreSQL's jsonb refuses it).
 INT64 = 2**63
-MAX_DEPTH = 64
-NOT_STORABLE = "{what}: integers beyond 64 bits, text with NUL, or nesting deeper than {depth}"
+TOO_BIG = "value: an integer too large for a number"
 # LangGraph's rule for a filter's keys (its stores refuse others), and its operators.
 FILTER_KEY = r"^[A-Za-z0-9_.-]+$"
 OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
@@ -90,25 +90,36 @@ OFFSET = Field(0, ge=0, le=1_000_000_000)
 Depth = Annotated[int, Field(ge=1, le=32), BeforeValidator(_whole)]
 
 
-def _storable(value: Any, depth: int = 0) -> bool:
-    if depth > MAX_DEPTH:
-        return False
+def _storable(value: Any) -> bool:
+    """Whether `value` is stored as it is (`_stored` leaves it unchanged)."""
     if isinstance(value, str):
         return "\x00" not in value
-    if isinstance(value, bool) or value is None or isinstance(value, float):
-        return True
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         return -INT64 <= value < INT64
     if isinstance(value, dict):
-        return all(_storable(k, depth) and _storable(v, depth + 1) for k, v in value.items())
+        return all(_storable(k) and _storable(v) for k, v in value.items())
     if isinstance(value, list):
-        return all(_storable(item, depth + 1) for item in value)
-    return False
+        return all(_storable(item) for item in value)
+    return True
 
 
-def _value(value: dict[str, Any]) -> dict[str, Any]:
-    if not _storable(value):
-        raise ValueError(NOT_STORABLE.format(what="value", depth=MAX_DEPTH))
+def _stored(value: Any) -> Any:
+    """`value` as both stores can keep it: NUL in text as U+FFFD (as the service stores
+    all text), an integer beyond 64 bits as the number a JSON reader without big integers
+    reads (JavaScript's)."""
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        if -INT64 <= value < INT64:
+            return value
+        try:
+            return float(value)
+        except OverflowError:
+            raise ValueError(TOO_BIG) from None
+    if isinstance(value, dict):
+        return {storable(k): _stored(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_stored(item) for item in value]
     return value
 
 
@@ -124,7 +135,7 @@ def _filter(found: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-Value = Annotated[dict[str, Any], AfterValidator(_value)]
+Value = Annotated[dict[str, Any], AfterValidator(_stored)]
 Filter = Annotated[dict[str, Any], AfterValidator(_filter), WithJsonSchema(FILTER_SCHEMA)]
 
 
@@ -259,7 +270,7 @@ async def search_items(request: Request, agents: Agents, caller: CallerOf) -> Re
     values match `filter`, the last changed first."""
     body = await body_of(request, agents, ItemSearch)
     if body.filter is not None and not _storable(body.filter):
-        # Nothing stored holds such a value (a write refuses it): nothing matches.
+        # Nothing stored holds such a value (a write changes it): nothing matches.
         return answer(agents, {"items": []})
     found = await _memory(agents).asearch(
         user_namespace(caller.user_id, *(body.namespace_prefix or ())),
