@@ -110,6 +110,9 @@ async def test_an_id_taken_a_system_assistant_and_bad_bodies_are_refused_with_a_
     assert (await alice.assistants.get(WEATHER_ASSISTANT))["metadata"] == {"created_by": "system"}
     with pytest.raises(UnprocessableEntityError):
         await alice.assistants.delete(wanted, delete_threads=True)
+    with pytest.raises(UnprocessableEntityError):  # the assistant is there; the graph is not
+        await alice.assistants.update(wanted, graph_id="nope")
+    assert (await alice.assistants.get(wanted))["version"] == 1
 
 
 async def test_another_users_assistant_is_one_there_is_not_and_an_admin_reaches_it(

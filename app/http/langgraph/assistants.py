@@ -54,6 +54,7 @@ STARTED_AT = time.time()
 ASSISTANT_EXISTS = "assistant {assistant_id} already exists"
 SYSTEM_ASSISTANT = "assistant {assistant_id} is the system assistant of graph {graph_id!r}: {what}"
 NO_VERSION = "assistant {assistant_id} has no version {version}"
+NO_GRAPH = "graph_id: no graph {graph_id!r} here (graphs: {available})"
 BOTH_CONFIGURABLE_AND_CONTEXT = (
     "send config.configurable or context, not both (context replaces configurable)"
 )
@@ -345,8 +346,12 @@ async def update_assistant(
     body = await body_of(request, agents, AssistantPatch)
     _not_system(agents, assistant_id, "it cannot be changed; create an assistant of it")
     await _own(agents, assistant_id, caller)
-    if body.graph_id is not None:
-        agents.graph(body.graph_id)
+    if body.graph_id is not None and body.graph_id not in agents.graphs:
+        # 422, not 404: the assistant is there, the body names a graph that is not.
+        available = ", ".join(agents.graphs)
+        raise Invalid(
+            "invalid_body", NO_GRAPH.format(graph_id=body.graph_id[:100], available=available)
+        )
     _in_step(body.config, body.context)  # 422 before anything is written
 
     def change(current: AssistantRow) -> AssistantRow:
