@@ -48,6 +48,8 @@ ErrorCode = Literal[
     "unknown_run",
     "unknown_message",
     "unknown_user",
+    "unknown_item",
+    "unknown_version",
     "metrics_off",
     "not_found",
     "method_not_allowed",
@@ -64,6 +66,8 @@ ErrorCode = Literal[
     "run_expired",
     "thread_exists",
     "run_active",
+    "assistant_exists",
+    "system_assistant",
     # too many runs already waiting, or a user's limit reached (429)
     "queue_full",
     "too_many_runs",

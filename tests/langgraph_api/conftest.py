@@ -10,6 +10,7 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
+from tests.langgraph_api.people import clients, served  # noqa: F401
 from tests.service.conftest import API_KEY, Api, api, backend, mcp, server, thread_id  # noqa: F401
 from tests.support.processes import ServerProcess
 

@@ -5,6 +5,9 @@ break the id rule, so every one is refused and the stateful phase has no thread 
 follow. Here half of the `POST /api/chat` and `POST /api/agents/{graph_id}` requests
 name a real agent, with valid ids and a user message (the rest stay as generated); the
 LLM double answers them, so thread views, run records and event streams are checked too.
+A LangGraph run body with neither `input` nor `command` (a rule the schema says in words
+only: `app.http.langgraph.runs`) gets a user message before it is sent, so that a run
+of an assistant the stateful phase created is not refused for it.
 Loaded by schemathesis through `SCHEMATHESIS_HOOKS`, drawn from its seed.
 """
 
@@ -60,6 +63,25 @@ def bodies_that_can_run(context: Any, strategy: st.SearchStrategy[Any]) -> st.Se
 def a_real_agent(context: Any, strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     extra = PATHS.get(_label(context))
     return strategy if extra is None else st.one_of(strategy, extra)
+
+
+# LangGraph's run routes: their body needs `input.messages` or `command.resume`.
+LANGGRAPH_RUNS = {
+    "POST /runs/stream",
+    "POST /runs/wait",
+    "POST /threads/{thread_id}/runs",
+    "POST /threads/{thread_id}/runs/stream",
+    "POST /threads/{thread_id}/runs/wait",
+}
+A_QUESTION = {"messages": [{"role": "user", "content": "天气？"}]}
+
+
+@schemathesis.hook("before_call")
+def a_run_has_input(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
+    label = f"{case.operation.method.upper()} {case.operation.path}"
+    body = case.body
+    if label in LANGGRAPH_RUNS and isinstance(body, dict) and not {"input", "command"} & set(body):
+        case.body = {**body, "input": A_QUESTION}
 
 
 def _label(context: Any) -> str:

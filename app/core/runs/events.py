@@ -93,6 +93,7 @@ async def stream_run(
     observe: Callable[[str, Any], None] | None = None,
     interrupt_before: Sequence[str] | None = None,
     interrupt_after: Sequence[str] | None = None,
+    context: Mapping[str, Any] | None = None,
 ) -> AsyncGenerator[BaseEvent, None]:
     """Run `graph` on one thread and yield the run's AG-UI events.
 
@@ -108,6 +109,7 @@ async def stream_run(
     and `(FAILED, exception)` when the run fails. `interrupt_before`/`interrupt_after`
     (node names, or "*") are LangGraph's breakpoints: a run paused at one ends with an
     interrupt outcome whose one interrupt has reason `breakpoint` (AG-UI wants one).
+    `context` is the graph's runtime context.
     Logs one summary line per run.
     """
     started = time.perf_counter()
@@ -128,6 +130,8 @@ async def stream_run(
                 stream_mode=STREAM_MODES if stream_tokens else WHOLE_MODES,
                 interrupt_before=interrupt_before,
                 interrupt_after=interrupt_after,
+                # The agents declare no context schema: LangGraph passes it on as it is.
+                context=cast(Any, dict(context) if context else None),
             ),
         )
         async with aclosing(stream):

@@ -49,6 +49,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointMetadata
 from langgraph.errors import InvalidUpdateError
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.store.base import BaseStore
 from langgraph.types import StateSnapshot
 from pydantic import TypeAdapter
 
@@ -99,6 +100,7 @@ from app.core.runs.transcript import ThreadTranscript
 from app.core.runs.turns import Turns
 from app.core.storage.backends import open_storage, settle_cancelled_writes
 from app.core.storage.failures import is_lost
+from app.core.storage.memory import open_memory
 from app.core.storage.runs import (
     MultitaskStrategy,
     RunEnd,
@@ -164,6 +166,9 @@ FORK_KEY = "checkpointId"
 BEFORE_KEY = "interruptBefore"
 AFTER_KEY = "interruptAfter"
 NO_INPUT_KEY = "noInput"
+# Where a run request keeps the graph config and context its client asked for (`start_run`).
+CONFIG_KEY = "config"
+CONTEXT_KEY = "context"
 UNKNOWN_CHECKPOINT = "thread {thread_id} has no checkpoint {checkpoint_id}"
 # Where a run request keeps LangGraph's `command.update`/`goto` (`start_run`).
 COMMAND_KEY = "command"
@@ -220,6 +225,9 @@ class AgentService:
         # Raises unless the database has its tables, restoring them where it can
         # (`app.core.storage.backends.Storage.schema`).
         self.schema = schema or _schema_unchecked
+        # LangGraph's store, the graphs' `store` too (`app.core.storage.memory`); None
+        # when the service was built without one.
+        self.memory: BaseStore | None = None
 
     def graph(self, graph_id: str) -> CompiledStateGraph:
         """The compiled agent `graph_id`; NotFound when there is none."""
@@ -279,6 +287,8 @@ class AgentService:
         interrupt_after: Sequence[str] | None = None,
         command: Mapping[str, Any] | None = None,
         no_input: bool = False,
+        config: Mapping[str, Any] | None = None,
+        context: Mapping[str, Any] | None = None,
     ) -> Run:
         """Check, record and start a run: the one way a run starts (`origin`: where a
         thread it starts is said to be started; `caller`: who starts it, the owner of a
@@ -289,7 +299,10 @@ class AgentService:
         travel does; `interrupt_before`/`interrupt_after`: LangGraph's breakpoints, node
         names or "*"; `command`: LangGraph's `update` and `goto`, JSON, as `prepare_run`
         takes them; `no_input`: with no messages, answers or command, go on from where the
-        thread stands, as after a breakpoint or a state update).
+        thread stands, as after a breakpoint or a state update; `config`: a graph config
+        (`configurable`, `recursion_limit`, `tags`, `metadata`) under the service's own,
+        and `context` the graph's context, both kept with the request so that a run taken
+        over runs with them too).
 
         Raises a ServiceError (nothing recorded, nothing changed) when the request or
         the thread's state refuses it. The run then executes on its own; follow it
@@ -339,6 +352,10 @@ class AgentService:
             request[COMMAND_KEY] = dict(command)
         if no_input:
             request[NO_INPUT_KEY] = True
+        if config:
+            request[CONFIG_KEY] = dict(config)
+        if context:
+            request[CONTEXT_KEY] = dict(context)
         record = RunRecord(
             run_id=run_id,
             thread_id=thread_id,
@@ -452,16 +469,34 @@ class AgentService:
                 fork = fork or run.request.get(FORK_KEY)
             run.prepared = prepared
             watch.entered(None if resumed else run.request.get("resume"))
-            metadata = {**prepared.config.get("metadata", {}), RUN_KEY: run.run_id}
-            configurable = {**prepared.config["configurable"], TRANSCRIPT_KEY: self.transcript}
+            asked: dict[str, Any] = run.request.get(CONFIG_KEY) or {}
+            metadata = {
+                **(asked.get("metadata") or {}),
+                **prepared.config.get("metadata", {}),
+                RUN_KEY: run.run_id,
+            }
+            configurable = {
+                **(asked.get("configurable") or {}),
+                **prepared.config["configurable"],
+                TRANSCRIPT_KEY: self.transcript,
+            }
             events = stream_run(
                 graph,
                 thread_id=run.thread_id,
                 run_id=run.run_id,
                 input_or_command=None if resumed else prepared.input,
                 config=watch.config(
-                    {**prepared.config, "configurable": configurable, "metadata": metadata}
+                    cast(
+                        RunnableConfig,
+                        {
+                            **asked,
+                            **prepared.config,
+                            "configurable": configurable,
+                            "metadata": metadata,
+                        },
+                    )
                 ),
+                context=run.request.get(CONTEXT_KEY),
                 stream_tokens=bool(run.request.get("streamTokens", True)),
                 transformer=transformer,
                 checkpoint_id=fork,
@@ -1188,15 +1223,18 @@ async def open_service(
     `telemetry` (default: none) measures and traces the runs (`app.core.observability.telemetry`).
     """
     telemetry = telemetry or Telemetry()
-    async with open_storage(settings) as (saver, store, schema):
+    async with open_storage(settings) as (saver, store, schema), open_memory(settings) as memory:
         modules = available_graphs(settings, only)
         graphs = compile_graphs(modules, saver, settings)
+        for graph in graphs.values():
+            graph.store = memory  # what a node gets as its `store` (LangGraph's runtime)
         # HTTP clients and TLS set-up are start-up work; a missing key is not fatal here:
         # the first run reports it.
         with suppress(ModelNotConfigured):
             telemetry.watch_model(shared_model(settings))
         listing = describe(modules)
         service = AgentService(settings, graphs, listing, saver, store, telemetry, schema)
+        service.memory = memory
         if telemetry.metrics is not None:
             telemetry.metrics.watch_active(service.active_runs)
         service.writer.start()

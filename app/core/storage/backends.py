@@ -37,6 +37,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from app.core.errors import StorageUnavailable
+from app.core.storage.assistants import ASSISTANTS_TABLES
 from app.core.storage.runs import RunStore
 from app.core.storage.sqlite import connection as sqlite_connection
 from app.core.storage.sqlite.connection import SqliteConnection, open_sqlite
@@ -65,6 +66,7 @@ SQLITE_TABLES = (
     "agent_replicas",
     "agent_threads",
     "agent_messages",
+    *ASSISTANTS_TABLES,
 )
 # LangGraph's PostgreSQL saver's tables (its migrations make them).
 CHECKPOINT_TABLES = (

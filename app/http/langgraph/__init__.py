@@ -1,16 +1,16 @@
-"""LangGraph's own HTTP API (`/assistants`, `/threads`, `/runs`, `/info`, `/ok`), served
+"""LangGraph's own HTTP API (`/assistants`, `/threads`, `/runs`, `/store`, `/info`, `/ok`), served
 beside `/api` on the same run core: the routes translate, `encoding` converts."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.http.langgraph import assistants, info, runs, threads
+from app.http.langgraph import assistants, info, runs, store, threads
 
 
 def langgraph_api() -> APIRouter:
     """Every route of LangGraph's API, behind the same guards as `/api`."""
     router = APIRouter()
-    for module in (info, assistants, threads, runs):
+    for module in (info, assistants, threads, runs, store):
         router.include_router(module.api)
     return router

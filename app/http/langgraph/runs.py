@@ -37,6 +37,7 @@ from app.core.runs.threads import RUN_KEY, run_config
 from app.core.storage.runs import MultitaskStrategy
 from app.core.users.identity import Caller
 from app.http.auth import CallerOf
+from app.http.langgraph.assistants import GraphConfig, resolve, run_settings
 from app.http.langgraph.common import (
     NAMED,
     STARTS,
@@ -46,7 +47,6 @@ from app.http.langgraph.common import (
     answer,
     body_doc,
     body_of,
-    graph_of,
     router,
 )
 from app.http.langgraph.encoding import (
@@ -197,6 +197,8 @@ class RunCreate(BaseModel):
     interrupt_after: Literal["*"] | list[str] | None = Field(
         None, description='pause after these nodes ("*": every node)'
     )
+    config: GraphConfig | None = Field(None, description="over the assistant's config")
+    context: dict[str, Any] | None = Field(None, description="over the assistant's context")
 
 
 def _user_messages(run_input: dict[str, Any] | None) -> list[Message]:
@@ -234,11 +236,14 @@ async def _answers(agents: AgentService, thread_id: str, resume: Any) -> list[Re
 
 
 async def start(agents: AgentService, thread_id: str, body: RunCreate, caller: Caller) -> Run:
-    """Start the run the body asks for on `thread_id` as `caller`, through the run core:
-    new messages, answers (`command.resume`) with `command.update`/`goto` or those alone,
-    or no input at all (the thread goes on from where it stands, as after a breakpoint or
-    a state update; `no_user_message` when nothing is to run there)."""
-    graph_id = graph_of(agents, body.assistant_id)
+    """Start the run the body asks for on `thread_id` as `caller`, through the run core,
+    with its assistant's config and context under its own: new messages, answers
+    (`command.resume`) with `command.update`/`goto` or those alone, or no input at all
+    (the thread goes on from where it stands, as after a breakpoint or a state update;
+    `no_user_message` when nothing is to run there)."""
+    resolved = await resolve(agents, body.assistant_id, caller)
+    config, context = run_settings(resolved, body.config, body.context)
+    graph_id = resolved.graph_id
     command = body.command
     resuming = command is not None and "resume" in command.model_fields_set
     directed = {} if command is None else _directions(command)
@@ -261,6 +266,8 @@ async def start(agents: AgentService, thread_id: str, body: RunCreate, caller: C
         interrupt_after=_nodes(agents, graph_id, body.interrupt_after),
         command=directed,
         no_input=not (messages or resuming or directed),
+        config=config,
+        context=context,
         protocol={
             "assistant_id": body.assistant_id,
             "metadata": body.metadata or {},

@@ -36,7 +36,7 @@ def allow_origins(app: FastAPI, settings: Settings) -> None:
         return
     cors: dict[str, Any] = {
         "allow_origins": origins,
-        "allow_methods": ["GET", "POST", "PATCH", "DELETE"],
+        "allow_methods": ["GET", "POST", "PUT", "PATCH", "DELETE"],
         # Last-Event-ID: a rejoin (`.../stream`) from the allowed origin says where it left.
         "allow_headers": ["*"] if settings.agent_studio else UI_HEADERS,
         "expose_headers": EXPOSED,

@@ -25,6 +25,7 @@ from psycopg import AsyncConnection, AsyncCursor
 from psycopg.rows import tuple_row
 
 from app.core.errors import StorageUnavailable
+from app.core.storage.assistants import ASSISTANTS_SCHEMA, ASSISTANTS_TABLES, SqlAssistantStore
 from app.core.storage.postgres.connection import Pool
 from app.core.storage.postgres.listen import NOTIFY_END, Connect, listening
 from app.core.storage.runs import HeardEnd, RunEnd, renamed, storable, threads_from_runs
@@ -100,13 +101,15 @@ ALTER TABLE agent_runs ADD COLUMN IF NOT EXISTS cancel_requested integer NOT NUL
 CREATE TABLE IF NOT EXISTS agent_schema (version integer NOT NULL);
 """
     + USERS_SCHEMA
+    + ASSISTANTS_SCHEMA
 )
 # The schema's version, written last by `setup`: a database that has it (and every
 # table) needs no set-up. Raise it with each change to the tables above.
 # 2: agent_replicas, agent_runs.rollback_from/cancel_requested; 3: agent_messages;
 # 4: agent_threads.title_by/origin; 5: users (app.core.storage.users), agent_threads.user_id,
-# agent_created_threads
-SCHEMA_VERSION = 5
+# agent_created_threads; 6: agent_assistants, agent_assistant_versions
+# (app.core.storage.assistants)
+SCHEMA_VERSION = 6
 TABLES = (
     "agent_runs",
     "agent_run_events",
@@ -117,6 +120,7 @@ TABLES = (
     "agent_created_threads",
     "agent_schema",
     *USERS_TABLES,
+    *ASSISTANTS_TABLES,
 )
 # What a prune's VACUUM covers: the tables deletions leave dead rows in (LangGraph's and ours).
 VACUUMED = (
@@ -209,7 +213,7 @@ async def _rows(cursors: Sequence[AsyncCursor[tuple[Any, ...]]]) -> list[list[Se
     return [list(await cursor.fetchall()) for cursor in cursors]
 
 
-class PostgresRunStore(SqlRunStore, SqlUserStore):
+class PostgresRunStore(SqlRunStore, SqlUserStore, SqlAssistantStore):
     """The run store on the process's PostgreSQL pool."""
 
     GREATEST: ClassVar[str] = "GREATEST"

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 import aiosqlite
 
+from app.core.storage.assistants import ASSISTANTS_SCHEMA, SqlAssistantStore
 from app.core.storage.runs import renamed, threads_from_runs
 from app.core.storage.sql import (
     INSERT_THREAD,
@@ -98,6 +99,7 @@ CREATE TABLE IF NOT EXISTS agent_created_threads (
 );
 """
     + USERS_SCHEMA
+    + ASSISTANTS_SCHEMA
 )
 # Columns added after the first release: added to an older database's agent_runs.
 RUN_COLUMNS = {
@@ -121,8 +123,8 @@ CREATE INDEX agent_threads_updated ON agent_threads (graph, updated_at);
 """
 
 
-class SqliteRunStore(SqlRunStore, SqlUserStore):
-    """The run and user store on the process's SQLite writer connection."""
+class SqliteRunStore(SqlRunStore, SqlUserStore, SqlAssistantStore):
+    """The run, user and assistant store on the process's SQLite writer connection."""
 
     GREATEST: ClassVar[str] = "MAX"
     NOW: ClassVar[str] = "((julianday('now') - 2440587.5) * 86400.0)"
