@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from langgraph_sdk import get_client
@@ -16,8 +17,11 @@ from tests.service.conftest import API_KEY, Backend, serving
 from tests.support.processes import ServerProcess
 from tests.support.user_keys import add_user
 
-# A test agent whose tools use the graph's store (`memory_graph`), served as `memo`.
+# A test agent whose tools use the graph's store (`memory_graph`), served as `memo`: the
+# server imports it from the project's root, which the installed package does not put on
+# its path.
 MEMO = "memo=tests.langgraph_api.memory_graph"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -36,7 +40,14 @@ def served(
 ) -> Iterator[Served]:
     """The module's server (both backends) with `memo` besides the agents, and two users."""
     data_dir = tmp_path_factory.mktemp("people")
-    with serving(_llm_server, _meteo_server, data_dir, backend, AGENT_EXTRA_GRAPHS=MEMO) as server:
+    with serving(
+        _llm_server,
+        _meteo_server,
+        data_dir,
+        backend,
+        AGENT_EXTRA_GRAPHS=MEMO,
+        PYTHONPATH=str(ROOT),
+    ) as server:
         agent_db = backend.agent_db(data_dir)
         yield Served(server, add_user(agent_db, "alice"), add_user(agent_db, "bob"))
 
