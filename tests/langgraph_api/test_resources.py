@@ -89,6 +89,28 @@ async def test_threads_are_created_found_searched_renamed_and_deleted(
         await client.runs.list(thread_id)
 
 
+async def test_if_not_exists_reject_refuses_a_thread_there_is_not_and_create_makes_it(
+    client: LangGraphClient, llm: ScriptedLLM
+) -> None:
+    thread_id = str(uuid.uuid4())
+    question = {"messages": [{"role": "user", "content": "天气"}]}
+
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        await client.runs.wait(thread_id, "weather", input=question, if_not_exists="reject")
+    refused_left = await client.http.client.get(f"/threads/{thread_id}")
+    llm.script(text("晴。"), text("多云。"), text("还是晴。"))
+    made = await client.runs.wait(thread_id, "weather", input=question, if_not_exists="create")
+    stateless = await client.runs.wait(None, "weather", input=question, if_not_exists="reject")
+
+    assert refused.value.response.status_code == 404
+    assert refused.value.response.json()["code"] == "unknown_thread"
+    assert refused_left.status_code == 404, "the refused run made no thread"
+    assert made["messages"][-1]["content"] == "晴。"
+    assert stateless["messages"][-1]["content"] == "多云。", "a stateless run's thread is new"
+    again = await client.runs.wait(thread_id, "weather", input=question, if_not_exists="reject")
+    assert again["messages"][0]["content"] == "天气", "an existing thread is taken"
+
+
 async def test_bad_run_requests_are_refused_clearly_and_change_nothing(
     client: LangGraphClient, llm: ScriptedLLM
 ) -> None:

@@ -185,7 +185,9 @@ class RunCreate(BaseModel):
     stream_mode: str | list[str] | None = None
     multitask_strategy: MultitaskStrategy = "enqueue"
     on_disconnect: Literal["cancel", "continue"] = "continue"
-    if_not_exists: Literal["create", "reject"] | None = None
+    if_not_exists: Literal["create", "reject"] | None = Field(
+        None, description="`reject`: 404 for a thread there is not; else it is made"
+    )
     checkpoint_id: str | None = Field(None, description="run from this checkpoint: a fork")
     checkpoint: dict[str, Any] | None = Field(None, description="its `checkpoint_id`, as above")
     stream_subgraphs: bool = Field(
@@ -244,6 +246,8 @@ async def start(agents: AgentService, thread_id: str, body: RunCreate, caller: C
     resolved = await resolve(agents, body.assistant_id, caller)
     config, context = run_settings(resolved, body.config, body.context)
     graph_id = resolved.graph_id
+    if body.if_not_exists == "reject":
+        await agents.runs(thread_id, must_exist=True)  # NotFound for a thread there is not
     command = body.command
     resuming = command is not None and "resume" in command.model_fields_set
     directed = {} if command is None else _directions(command)
@@ -534,6 +538,15 @@ async def final_values(agents: AgentService, thread_id: str, run_id: str) -> dic
 # --- on a thread -------------------------------------------------------------------
 
 
+async def _run_body(request: Request, agents: AgentService) -> RunCreate:
+    """The run's body; on a stateless route, its thread new whatever `if_not_exists` says
+    (as LangGraph's servers take it)."""
+    body = await body_of(request, agents, RunCreate)
+    if getattr(request.state, "new_thread", False):
+        body.if_not_exists = "create"
+    return body
+
+
 @api.post(
     "/threads/{thread_id:thread}/runs/stream",
     response_class=EventSourceResponse,
@@ -544,7 +557,7 @@ async def stream_run(
     thread_id: ThreadId, request: Request, agents: Agents, caller: CallerOf
 ) -> Response:
     """Start a run and stream it: `metadata`, then the asked modes' parts, then `end`."""
-    body = await body_of(request, agents, RunCreate)
+    body = await _run_body(request, agents)
     run = await start(agents, thread_id, body, caller)
     on_abort = run.cancel if body.on_disconnect == "cancel" else None
     return event_stream(
@@ -563,7 +576,7 @@ async def create_run(
     thread_id: ThreadId, request: Request, agents: Agents, caller: CallerOf
 ) -> Response:
     """Start a run in the background; the answer is the run."""
-    run = await start(agents, thread_id, await body_of(request, agents, RunCreate), caller)
+    run = await start(agents, thread_id, await _run_body(request, agents), caller)
     links = _links(thread_id, run.run_id, "stream")
     return answer(agents, run_resource(run.record, run.request), headers=links)
 
@@ -575,7 +588,7 @@ async def wait_run(
     thread_id: ThreadId, request: Request, agents: Agents, caller: CallerOf
 ) -> Response:
     """Start a run and answer the thread's values once it has ended."""
-    run = await start(agents, thread_id, await body_of(request, agents, RunCreate), caller)
+    run = await start(agents, thread_id, await _run_body(request, agents), caller)
     values = await final_values(agents, thread_id, run.run_id)
     return answer(agents, values, headers=_links(thread_id, run.run_id, "join"))
 
@@ -758,10 +771,12 @@ async def delete_run(thread_id: ThreadId, run_id: RunId, agents: Agents) -> Resp
 )
 async def stream_stateless(request: Request, agents: Agents, caller: CallerOf) -> Response:
     """A run on a new thread, streamed (the thread stays, like any other)."""
+    request.state.new_thread = True
     return await stream_run(str(uuid.uuid4()), request, agents, caller)
 
 
 @api.post("/runs/wait", responses=STARTS, openapi_extra=body_doc(RunCreate))
 async def wait_stateless(request: Request, agents: Agents, caller: CallerOf) -> Response:
     """A run on a new thread; its values once it has ended."""
+    request.state.new_thread = True
     return await wait_run(str(uuid.uuid4()), request, agents, caller)
