@@ -3,26 +3,16 @@ with `action=rollback`, and `Command(update=..., goto=...)` (both backends)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import ConflictError, NotFoundError
 from langgraph_sdk.schema import Command
 
 from tests.doubles.llm import ScriptedLLM, hang, text
-from tests.langgraph_api.conftest import collect
+from tests.langgraph_api.conftest import collect, contents, said
 from tests.service.conftest import Api
 
 pytestmark = pytest.mark.processes  # real servers
-
-
-def said(content: str) -> dict[str, Any]:
-    return {"messages": [{"role": "user", "content": content}]}
-
-
-def contents(values: dict[str, Any]) -> list[str]:
-    return [m["content"] for m in values["messages"]]
 
 
 async def test_an_ended_run_is_deleted_and_one_in_progress_is_refused(

@@ -4,27 +4,17 @@ thread's transcript kept across an update (both backends)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import ConflictError
 
-from tests.doubles.llm import ScriptedLLM, Turn, hang, text, tool_call
-from tests.graphs.support import is_summary_request
+from tests.doubles.llm import ScriptedLLM, hang, text, tool_call
+from tests.langgraph_api.conftest import LongReplies, contents, said
 from tests.service.conftest import Api
 
 pytestmark = pytest.mark.processes  # real servers
 # A small window, so that a long thread's older turns leave its working state.
 SERVER_ENV = {"AGENT_CONTEXT_TOKENS": "2048"}
-
-
-def said(content: str) -> dict[str, Any]:
-    return {"messages": [{"role": "user", "content": content}]}
-
-
-def contents(values: dict[str, Any]) -> list[str]:
-    return [m["content"] for m in values["messages"]]
 
 
 async def test_a_state_update_as_a_node_adds_to_the_history_and_the_next_run_sees_it(
@@ -186,17 +176,6 @@ async def test_a_state_update_is_refused_while_a_run_is_in_progress(
     await client.runs.cancel(thread_id, run["run_id"], wait=True)
     state = await client.threads.get_state(thread_id)
     assert "插话" not in contents(state["values"])
-
-
-class LongReplies:
-    """A long answer to each question (so older turns leave the working state), and a
-    short summary to a summary request."""
-
-    def __call__(self, body: dict[str, Any]) -> Turn:
-        if is_summary_request(body):
-            return text("摘要：问过几个城市。")
-        question = str(body["messages"][-1]["content"])
-        return text(f"答：{question}。" + "晴" * 300, chunk_size=40)
 
 
 async def test_a_state_update_on_a_long_thread_keeps_the_messages_its_state_let_go(

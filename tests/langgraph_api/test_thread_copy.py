@@ -10,21 +10,13 @@ from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import ConflictError, NotFoundError
 from langgraph_sdk.schema import Command
 
-from tests.doubles.llm import ScriptedLLM, Turn, hang, text, tool_call
-from tests.graphs.support import is_summary_request
+from tests.doubles.llm import ScriptedLLM, hang, text, tool_call
+from tests.langgraph_api.conftest import LongReplies, contents, said
 from tests.service.conftest import Api
 
 pytestmark = pytest.mark.processes  # real servers
 # A small window, so that a long thread's older turns leave its working state.
 SERVER_ENV = {"AGENT_CONTEXT_TOKENS": "2048"}
-
-
-def said(content: str) -> dict[str, Any]:
-    return {"messages": [{"role": "user", "content": content}]}
-
-
-def contents(values: dict[str, Any]) -> list[str]:
-    return [m["content"] for m in values["messages"]]
 
 
 def checkpoint_ids(history: list[dict[str, Any]]) -> list[tuple[str, str | None]]:
@@ -80,17 +72,6 @@ async def test_a_copy_is_refused_while_a_run_is_in_progress_and_unknown_threads_
     assert refused.value.response.json()["code"] == "thread_busy"
     with pytest.raises(NotFoundError):
         await client.threads.copy("no-such-thread")
-
-
-class LongReplies:
-    """A long answer to each question (so older turns leave the working state), and a
-    short summary to a summary request."""
-
-    def __call__(self, body: dict[str, Any]) -> Turn:
-        if is_summary_request(body):
-            return text("摘要：问过几个城市。")
-        question = str(body["messages"][-1]["content"])
-        return text(f"答：{question}。" + "晴" * 300, chunk_size=40)
 
 
 async def test_a_copy_of_a_long_thread_keeps_the_messages_its_state_let_go(
