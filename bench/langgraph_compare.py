@@ -79,7 +79,13 @@ async def stream_summary(parts: AsyncIterator[StreamPart]) -> Summary:
         events.append(part.event)
         data = part.data
         if isinstance(data, dict) and "__interrupt__" in data:
-            interrupts += data["__interrupt__"]
+            # The same interrupt comes in `updates` and in `values`: count it once.
+            known = {str(i.get("id")) for i in interrupts if isinstance(i, dict)}
+            interrupts += [
+                i
+                for i in data["__interrupt__"]
+                if not isinstance(i, dict) or str(i.get("id")) not in known
+            ]
             where.append(part.event)
         if part.event == "values":
             last_values = data

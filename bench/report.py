@@ -693,7 +693,9 @@ def render(results: dict[str, Any]) -> str:
         lines += ["", *_latency_table(latency, phase, clients)]
     lines += ["", *_cold_table(results), "", *_rss_table(results), "", *_soak_table(results)]
     lines += ["", *_growth_table(results)]
-    lines += ["", *_langgraph_section(results)]
+    langgraph = _langgraph_section(results)
+    if langgraph:  # a run without the phase ends as before, with the growth section
+        lines += ["", *langgraph]
     return "\n".join(lines) + "\n"
 
 

@@ -37,8 +37,10 @@ def status_of(api: Api, thread_id: str, run_id: str) -> str | None:
     """The run's status once the database has admitted it: the thread's run list is read
     from the store (a run's own record is shown from memory while it is being admitted,
     and a run admitted meanwhile would queue ahead of it)."""
-    listed = api.http.get(f"/api/threads/{thread_id}/runs").json()
-    return next((str(run["status"]) for run in listed if run["runId"] == run_id), None)
+    listed = api.http.get(f"/api/threads/{thread_id}/runs")
+    if listed.status_code == 404:  # the thread's first run is not admitted yet
+        return None
+    return next((str(run["status"]) for run in listed.json() if run["runId"] == run_id), None)
 
 
 def start(

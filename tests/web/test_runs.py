@@ -34,6 +34,8 @@ def slow(answer: str = SLOW_ANSWER) -> Turn:
 def run_statuses(server: ServerProcess, thread_id: str) -> list[str]:
     """The thread's runs as the API records them, newest first."""
     reply = httpx.get(f"{server.url}/api/threads/{thread_id}/runs", timeout=5)
+    if reply.status_code == 404:  # no run of it admitted yet
+        return []
     reply.raise_for_status()
     return [run["status"] for run in reply.json()]
 
