@@ -66,13 +66,14 @@ from bench.runner import (
 from bench.targets import (
     BAD_STATUS,
     GRAPH_ID,
-    PROMPT,
     STREAM_ERROR,
     HttpTarget,
     Malformed,
     OursAgui,
     OursPgAgui,
+    PeerWait,
     Target,
+    run_body,
 )
 
 AEGRA_VENV = ROOT / ".venv-aegra"
@@ -104,32 +105,13 @@ QUICK = replace(PLAN, warmup_runs=2, seq_runs=8, peer_seq_runs=4, throughput_rou
 IN_BENCH = replace(PLAN, seq_runs=12, peer_seq_runs=6, throughput_rounds=1)
 
 
-def _body(**extra: Any) -> dict[str, Any]:
-    return {
-        "assistant_id": GRAPH_ID,
-        "input": {"messages": [{"role": "user", "content": PROMPT}]},
-        "if_not_exists": "create",
-        **extra,
-    }
-
-
-class LgWait(HttpTarget):
-    """`POST /threads/{id}/runs/wait` on a new thread; the final state's answer checked."""
+class LgWait(PeerWait):
+    """`POST /threads/{id}/runs/wait` on a new thread, as for `langgraph dev`, named for
+    the server it measures."""
 
     def __init__(self, name: str, family: str, *args: Any) -> None:
         super().__init__(*args)
         self.name, self.family = name, family
-
-    async def _run(self, started: float) -> float | None:
-        url = f"{self.base}/threads/{uuid.uuid4()}/runs/wait"
-        response = await self.client.post(url, json=_body())
-        if response.status_code != 200:
-            raise Malformed(BAD_STATUS.format(status=response.status_code, body=response.text))
-        state = orjson.loads(response.content)
-        if "__error__" in state:
-            raise Malformed(STREAM_ERROR.format(detail=str(state["__error__"])[:200]))
-        self._check(str(state["messages"][-1].get("content")))
-        return None
 
 
 class LgStream(HttpTarget):
@@ -148,7 +130,7 @@ class LgStream(HttpTarget):
         text: list[str] = []
         event = ""
         events: list[str] = []
-        async with self.client.stream("POST", url, json=_body(stream_mode=self.modes)) as r:
+        async with self.client.stream("POST", url, json=run_body(stream_mode=self.modes)) as r:
             if r.status_code != 200:
                 detail = (await r.aread())[:200].decode(errors="replace")
                 raise Malformed(BAD_STATUS.format(status=r.status_code, body=detail))

@@ -347,7 +347,8 @@ class BaseChat(OursChat):
 BASE_TARGETS: dict[str, type[HttpTarget]] = {"agui": BaseAgui, "chat": BaseChat}
 
 
-def _peer_body(thread_id: str, **extra: Any) -> dict[str, Any]:
+def run_body(**extra: Any) -> dict[str, Any]:
+    """A LangGraph API run of the bench graph, as langgraph-sdk sends it."""
     return {
         "assistant_id": GRAPH_ID,
         "input": {"messages": [{"role": "user", "content": PROMPT}]},
@@ -365,7 +366,7 @@ class PeerWait(HttpTarget):
     async def _run(self, started: float) -> float | None:
         thread_id = str(uuid.uuid4())
         url = f"{self.base}/threads/{thread_id}/runs/wait"
-        response = await self.client.post(url, json=_peer_body(thread_id))
+        response = await self.client.post(url, json=run_body())
         if response.status_code != 200:
             raise Malformed(BAD_STATUS.format(status=response.status_code, body=response.text))
         state = orjson.loads(response.content)
@@ -385,7 +386,7 @@ class PeerStream(HttpTarget):
     async def _run(self, started: float) -> float | None:
         thread_id = str(uuid.uuid4())
         url = f"{self.base}/threads/{thread_id}/runs/stream"
-        body = _peer_body(thread_id, stream_mode=["messages-tuple", "updates"])
+        body = run_body(stream_mode=["messages-tuple", "updates"])
         ttft: float | None = None
         text: list[str] = []
         event = ""
