@@ -22,7 +22,7 @@ from langgraph_sdk.schema import Command
 from app.http.langgraph.encoding import dumps
 from graphs import weather
 from tests.doubles.llm import ScriptedLLM, text, tool_call
-from tests.langgraph_api.conftest import collect
+from tests.langgraph_api.conftest import collect, said
 from tests.service.conftest import Api
 
 pytestmark = pytest.mark.processes  # real servers
@@ -33,6 +33,15 @@ ASK = tool_call("ask_input", {"message": "哪个城市？", "placeholder": "北�
 
 def answers() -> list[Any]:
     return [tool_call("get_weather", {"location": "上海"}), text("上海今天晴。")]
+
+
+async def shanghai(
+    client: LangGraphClient, thread_id: str, **options: Any
+) -> list[tuple[str, Any, str | None]]:
+    """The parts of a stream asking for Shanghai's weather on the thread, with `options`."""
+    return await collect(
+        client.runs.stream(thread_id, "weather", input=said("上海天气"), **options)
+    )
 
 
 def shape(mode: str, data: Any) -> tuple[Any, ...]:
@@ -160,14 +169,7 @@ async def test_events_are_astream_events_shaped_for_the_graph_its_nodes_the_mode
     thread_id = (await client.threads.create())["thread_id"]
 
     llm.script(*answers())
-    parts = await collect(
-        client.runs.stream(
-            thread_id,
-            "weather",
-            input={"messages": [{"role": "user", "content": "上海天气"}]},
-            stream_mode="events",
-        )
-    )
+    parts = await shanghai(client, thread_id, stream_mode="events")
 
     ours = [data for event, data, _ in parts if event == "events"]
     assert {event for event, _, _ in parts} == {"metadata", "events", "end"}
@@ -231,15 +233,7 @@ async def test_stream_subgraphs_is_taken_and_sends_the_same_parts_without_namesp
     for subgraphs in (False, True):
         thread_id = (await client.threads.create())["thread_id"]
         llm.script(*answers())
-        parts = await collect(
-            client.runs.stream(
-                thread_id,
-                "weather",
-                input={"messages": [{"role": "user", "content": "上海天气"}]},
-                stream_mode=modes,
-                stream_subgraphs=subgraphs,
-            )
-        )
+        parts = await shanghai(client, thread_id, stream_mode=modes, stream_subgraphs=subgraphs)
         outlines.append([event for event, _, _ in parts])
 
     assert outlines[0] == outlines[1]
@@ -264,15 +258,7 @@ async def test_a_run_paused_before_the_tools_goes_on_with_a_run_without_input(
     thread_id = (await client.threads.create())["thread_id"]
 
     llm.script(*answers())
-    paused = await collect(
-        client.runs.stream(
-            thread_id,
-            "weather",
-            input={"messages": [{"role": "user", "content": "上海天气"}]},
-            stream_mode="updates",
-            interrupt_before=["tools"],
-        )
-    )
+    paused = await shanghai(client, thread_id, stream_mode="updates", interrupt_before=["tools"])
 
     assert [next(iter(d)) for e, d, _ in paused if e == "updates"] == [
         next(iter(d)) for _, d in theirs
