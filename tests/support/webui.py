@@ -17,26 +17,31 @@ OUTPUT_TAIL = 3000
 
 
 class BuildFailed(RuntimeError):
-    """`make web` failed: its output says why."""
+    """A `make` target failed: its output says why."""
 
 
-def build_web_ui() -> Path:
-    """The index.html of a web UI built from the current `web/` sources.
+def make_locked(target: str, lock_path: Path, product: Path) -> Path:
+    """`product`, made by `make <target>` (a no-op when it is up to date).
 
-    Parallel test workers call this at once: the lock lets one build while the others
-    wait, so no two `npm ci` remove each other's node_modules, and the waiters find it
-    built (make then has nothing to do).
+    Parallel test workers call this at once: the lock (`lock_path`, beside the sources,
+    not in what the build empties) lets one build while the others wait, so no two
+    `npm ci` remove each other's node_modules, and the waiters find it built.
     """
-    with BUILD_LOCK.open("w") as lock:
+    with lock_path.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         done = subprocess.run(
-            ["make", "--no-print-directory", "web"],
+            ["make", "--no-print-directory", target],
             cwd=ROOT,
             capture_output=True,
             text=True,
             timeout=BUILD_S,
         )
-    if done.returncode != 0 or not DIST_INDEX.is_file():
+    if done.returncode != 0 or not product.exists():
         output = (done.stdout + done.stderr)[-OUTPUT_TAIL:]
-        raise BuildFailed(f"`make web` failed (exit status {done.returncode}):\n{output}")
-    return DIST_INDEX
+        raise BuildFailed(f"`make {target}` failed (exit status {done.returncode}):\n{output}")
+    return product
+
+
+def build_web_ui() -> Path:
+    """The index.html of a web UI built from the current `web/` sources."""
+    return make_locked("web", BUILD_LOCK, DIST_INDEX)
