@@ -18,7 +18,7 @@ WEB_DEPS := $(WEB)/node_modules/.package-lock.json
 export LANGGRAPH_CLI_NO_ANALYTICS := 1
 export LANGGRAPH_NO_VERSION_CHECK := 1
 
-.PHONY: install dev run studio test test-fast lint bench browser promtool deploy-tools postgres compiler web web-test mcp-inspector langgraph-js clean
+.PHONY: install dev run studio test test-fast lint bench browser promtool deploy-tools postgres compiler web web-test mcp-inspector langgraph-js aegra clean
 
 # `make install`/`make run` take what the service needs; the test, lint and bench tools
 # (playwright, langgraph-cli, mypy, ...) come with `make dev`, which the others depend on.
@@ -166,8 +166,24 @@ lint: $(DEV_STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-bench: dev
+bench: dev aegra
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
+# Aegra (PyPI aegra-api, which needs Python 3.12) for the LangGraph API comparison in the
+# bench (bench/langgraph_cost.py): a venv of its own beside this project's, with the bench
+# graphs importable. Debian 12 has no Python 3.12: where none is found (AEGRA_PYTHON,
+# python3.12, pyenv's) the venv is not made and the bench report says Aegra was not measured.
+AEGRA_VENV := .venv-aegra
+AEGRA_PYTHON ?= python3.12
+aegra: $(AEGRA_VENV)/.installed
+
+$(AEGRA_VENV)/.installed: $(STAMP) bench/aegra-constraints.txt
+	@py=$$(for p in $(AEGRA_PYTHON) $$HOME/.pyenv/versions/3.12*/bin/python3.12; do \
+	  "$$p" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null && echo "$$p" && break; done); \
+	if [ -z "$$py" ]; then echo "no Python 3.12 found (AEGRA_PYTHON=...): the bench leaves Aegra out"; exit 0; fi; \
+	test -x $(AEGRA_VENV)/bin/python || "$$py" -m venv $(AEGRA_VENV); \
+	$(AEGRA_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+	  -c constraints.txt -c bench/aegra-constraints.txt aegra-api greenlet -e . && touch $@
+
 clean:
-	rm -rf $(VENV) $(WEB_OUT) $(WEB)/node_modules $(INSPECTOR)/node_modules $(LG_JS)/node_modules $(LG_JS)/dist .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(AEGRA_VENV) $(WEB_OUT) $(WEB)/node_modules $(INSPECTOR)/node_modules $(LG_JS)/node_modules $(LG_JS)/dist .pytest_cache .mypy_cache .ruff_cache

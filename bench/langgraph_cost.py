@@ -19,13 +19,8 @@ Targets, a new thread per run:
 - `peer/lg-wait`, `peer/lg-stream`: `langgraph dev` (in-memory runtime, its queue).
 - `aegra/lg-wait`, `aegra/lg-stream`: Aegra (PyPI `aegra-api`) on a fresh database of the
   same PostgreSQL, run from its own venv (`--aegra-venv`, default `.venv-aegra`, which is
-  git-ignored). Its code is never part of this repository; to make the venv:
-
-      python3.11 -m venv .venv-aegra
-      .venv-aegra/bin/pip install aegra-api==0.6.0 greenlet -e . -c constraints.txt
-
-  (`greenlet`: aegra-api 0.6.0 imports `sqlalchemy.ext.asyncio` but does not depend on
-  `sqlalchemy[asyncio]`, and SQLAlchemy 2.1 no longer pulls greenlet in by itself.)
+  git-ignored). Its code is never part of this repository; `make aegra` makes the venv
+  (aegra-api 0.11 needs Python 3.12; pins in `bench/aegra-constraints.txt`).
   Aegra runs with its defaults but `LOG_LEVEL=WARNING` (no log line per request, as ours).
 
 The main figure is at a realistic model latency (300 ms before the first chunk of each
@@ -77,11 +72,7 @@ from bench.targets import (
 )
 
 AEGRA_VENV = ROOT / ".venv-aegra"
-AEGRA_VERSION = "0.6.0"
-NO_AEGRA = (
-    "no Aegra venv at {venv}: python3.11 -m venv .venv-aegra && "
-    ".venv-aegra/bin/pip install aegra-api==" + AEGRA_VERSION + " greenlet -e . -c constraints.txt"
-)
+NO_AEGRA = "no Aegra venv at {venv}: `make aegra` makes one (it needs Python 3.12)"
 # What langgraph-sdk's flow (tests/langgraph_api) and LangGraph's React hook stream.
 STREAM_MODES = ["values", "messages-tuple", "updates"]
 

@@ -1,7 +1,7 @@
 """Profile `react-agent serve` under the benchmark's load with py-spy, and summarise it.
 
-    python -m bench.profile [--endpoint agui|chat|langgraph] [--clients 10] [--seconds 20]
-                            [--latency-ms 0] [--rate 250] [--postgres]
+    python -m bench.profile [--endpoint agui|chat|langgraph|langgraph-wait]
+                            [--clients 10] [--seconds 20] [--latency-ms 0] [--rate 250] [--postgres]
                             [--thread-messages N [--runs 10]]
 
 Starts the fake model and a fresh server (on SQLite, or a fresh PostgreSQL database
@@ -37,7 +37,7 @@ from pathlib import Path
 
 from bench import postgres
 from bench.growth import MESSAGES_PER_RUN, on_thread
-from bench.langgraph_cost import LgStream
+from bench.langgraph_cost import LgStream, LgWait
 from bench.measure import throughput
 from bench.plan import RAW_DIR, Plan
 from bench.procs import ROOT, VENV_BIN, Server
@@ -380,6 +380,8 @@ async def _recorded_runs(targets: list[HttpTarget], runs: int) -> int:
 def _target(endpoint: str, shared: Stack, server: Server) -> HttpTarget:
     if endpoint == "langgraph":  # issue 30: runs/stream, values + messages-tuple + updates
         return LgStream("ours/lg-stream", "ours", shared.answer, shared.client, server)
+    if endpoint == "langgraph-wait":  # issue 30: runs/wait
+        return LgWait("ours/lg-wait", "ours", shared.answer, shared.client, server)
     kind: type[HttpTarget] = OursAgui if endpoint == "agui" else OursChat
     return kind(shared.answer, shared.client, server)
 
@@ -477,7 +479,8 @@ def _head(
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m bench.profile`: print the summary (Markdown)."""
     parser = argparse.ArgumentParser(prog="python -m bench.profile")
-    parser.add_argument("--endpoint", choices=["agui", "chat", "langgraph"], default="agui")
+    endpoints = ["agui", "chat", "langgraph", "langgraph-wait"]
+    parser.add_argument("--endpoint", choices=endpoints, default="agui")
     parser.add_argument("--clients", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--latency-ms", type=float, default=0.0)
