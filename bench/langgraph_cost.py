@@ -1,6 +1,7 @@
 """LangGraph's own API served by us, beside our AG-UI path, `langgraph dev` and Aegra (issue 30).
 
     python -m bench.langgraph_cost [--latencies 300,0] [--quick] [--no-aegra] [--no-peer]
+                                   [--workers 2]
 
 One run of the benchmark (`bench/graph.py`, the fake model: a tool call, then a 20-token
 answer) through each target, the targets interleaved as in `python -m bench` (the same
@@ -16,6 +17,11 @@ Targets, a new thread per run:
   with `stream_mode` values, messages-tuple and updates (what langgraph-sdk's flow and
   LangGraph's React hook ask for), read to `end`.
 - `ours-pg/*`: the same against a `react-agent serve` on a fresh PostgreSQL database.
+- `ours-pg-w2/lg-wait`, `ours-pg-w2/lg-stream`: `react-agent serve --workers 2` (`--workers`)
+  on a fresh database of its own: one process of Python uses one core at most, and runs
+  on PostgreSQL scale out over processes. Aegra's in-process mode (the issue's) is one
+  process by design (a run's events meet its streams in that process's memory), so the
+  like-for-like figure is `ours-pg`; this one is what the same cores give ours.
 - `peer/lg-wait`, `peer/lg-stream`: `langgraph dev` (in-memory runtime, its queue).
 - `aegra/lg-wait`, `aegra/lg-stream`: Aegra (PyPI `aegra-api`) on a fresh database of the
   same PostgreSQL, run from its own venv (`--aegra-venv`, default `.venv-aegra`, which is
@@ -33,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import sys
@@ -181,6 +188,8 @@ class Options:
     postgres: bool = True
     aegra: bool = True
     aegra_venv: Path = AEGRA_VENV
+    # `ours-pg-w<N>`: `serve --workers N` on PostgreSQL beside one process (0: none).
+    workers: int = 2
 
 
 async def _servers(
@@ -212,6 +221,22 @@ async def _servers(
         servers.append(ours_pg)
         await ours_pg.wait_healthy(client)
         targets += [OursPgAgui(answer, client, ours_pg), *_lg_targets(shared, "ours-pg", ours_pg)]
+        if options.workers > 1:  # what one process cannot: the other cores
+            database = await asyncio.to_thread(postgres.create, admin)
+            databases.append(database)
+            family = f"ours-pg-w{options.workers}"
+            scaled = shared._serve(
+                family,
+                shared._dir(family),
+                {"AGENT_DB": database.url},
+                ["--workers", str(options.workers)],
+            )
+            if database.backends is not None:
+                scaled.db_cpu = database.backends.cpu_s
+            servers.append(scaled)
+            await scaled.wait_healthy(client)
+            await shared.wait_workers(scaled, options.workers)
+            targets += _lg_targets(shared, family, scaled)
     if options.peer:
         peer = shared.start_peer()
         servers.append(peer)
@@ -353,7 +378,50 @@ def render(results: dict[str, Any]) -> str:
                 + f" | {errors} |"
             )
         lines += ["", *_ratios(seq, thr, clients), ""]
+        lines += _budget(thr, clients[-1] if clients else None, meta.get("machine", {}))
     return "\n".join(lines) + "\n"
+
+
+def _budget(thr: dict[str, Any], c: int | None, machine: dict[str, Any]) -> list[str]:
+    """What 2x Aegra's runs/s at `c` clients leaves for our server, on this machine.
+
+    The load generator and the fake model share the cores with the server: at a rate R
+    the whole machine can spend at most cores / R per run, and what the rest costs a run
+    (the machine's CPU less the server's and its database's, measured in the same batch)
+    is not the server's to spend.
+    """
+    cores = machine.get("cores") or os.cpu_count() or 1
+    rows = []
+    families = sorted({n.split("/")[0] for n in thr if n.startswith("ours-pg")})
+    for family, kind in itertools.product(families, ("lg-wait", "lg-stream")):
+        ours, aegra = thr.get(f"{family}/{kind}", {}), thr.get(f"aegra/{kind}", {})
+        batch, peer = ours.get(str(c), {}), aegra.get(str(c), {})
+        machine_ms, rate = batch.get("machine_cpu_ms_per_run"), peer.get("runs_per_s")
+        server_ms = (batch.get("server_cpu_ms_per_run") or 0.0) + (
+            batch.get("db_cpu_ms_per_run") or 0.0
+        )
+        if machine_ms is None or not rate or not server_ms:
+            continue
+        goal = 2 * rate
+        allowed = cores * 1000 / goal
+        rest = machine_ms - server_ms
+        rows.append(
+            f"| {family}/{kind} | {rate:.1f} -> {goal:.1f} | {allowed:.1f} | {rest:.1f} | "
+            f"{allowed - rest:.1f} | {server_ms:.1f} |"
+        )
+    if not rows:
+        return []
+    return [
+        f"The CPU budget of 2x Aegra's runs/s at {c} clients on {cores} cores (ms per run; "
+        "the rest = every process on the machine but the server and its database: load "
+        "generator, fake model, the OS, measured in the same batches):",
+        "",
+        "| target | Aegra's runs/s -> 2x | the machine's CPU per run at 2x | the rest costs "
+        "| left for server + db | ours (server + db) |",
+        "|---|---:|---:|---:|---:|---:|",
+        *rows,
+        "",
+    ]
 
 
 def _row(what: str, a: float | None, b: float | None, unit: str, limit: str = "") -> str:
@@ -416,8 +484,9 @@ def _ratios(seq: dict[str, Any], thr: dict[str, Any], clients: list[int]) -> lis
                     _row(f"runs/s at {c}: {agui} / {lg}", rate(agui, c), rate(lg, c), "", "<= 1.10")
                 )
     # Against Aegra (p50 no higher, at least 2x its runs/s) and langgraph dev (no target).
-    for peer in ("aegra", "peer"):
-        ours = "ours-pg" if peer == "aegra" else "ours"
+    scaled = sorted({n.split("/")[0] for n in seq if n.startswith("ours-pg-w")})
+    pairs = [("ours-pg", "aegra"), *((family, "aegra") for family in scaled), ("ours", "peer")]
+    for ours, peer in pairs:
         for kind in ("lg-wait", "lg-stream"):
             a, b = f"{ours}/{kind}", f"{peer}/{kind}"
             if a not in seq or b not in seq:
@@ -471,6 +540,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-aegra", action="store_true", help="skip Aegra")
     p.add_argument("--no-postgres", action="store_true", help="skip ours-pg (and Aegra)")
     p.add_argument("--aegra-venv", type=Path, default=AEGRA_VENV, help="Aegra's venv")
+    p.add_argument(
+        "--workers", type=int, default=2, help="ours-pg-wN: serve --workers N too (0: none)"
+    )
     p.add_argument("--from-raw", type=Path, help="render an earlier run's raw JSON")
     return p
 
@@ -495,6 +567,7 @@ def main(argv: list[str] | None = None) -> int:
         runs = tuple(int(x) for x in args.batch_runs.split(","))
         plan = replace(plan, batch_runs=runs, peer_batch_runs=runs)
     options = Options(
+        workers=args.workers,
         peer=not args.no_peer,
         postgres=not args.no_postgres,
         aegra=not args.no_aegra,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import statistics
 import time
 import uuid
@@ -45,6 +46,7 @@ class Tally:
     server_cpu_s: float = 0.0
     client_cpu_s: float = 0.0
     db_cpu_s: float | None = None  # None: the target has no database CPU to read
+    machine_cpu_s: float | None = None  # every process on the machine (throughput only)
 
     def summary(self) -> dict[str, Any]:
         ok = [s for s in self.samples if s.ok]
@@ -70,6 +72,11 @@ class Tally:
                 round(self.db_cpu_s * 1000 / n, 2) if n and self.db_cpu_s is not None else None
             ),
             "db_cpu_ms_median": ms(percentile(db_cpus, 50)),
+            "machine_cpu_ms_per_run": (
+                round(self.machine_cpu_s * 1000 / n, 2)
+                if n and self.machine_cpu_s is not None
+                else None
+            ),
             "error_examples": sorted({s.error or "" for s in errors})[:3],
         }
 
@@ -91,6 +98,20 @@ def db_cpu(target: Target) -> float | None:
     if target.server is None or target.server.db_cpu is None:
         return None
     return target.server.db_cpu()
+
+
+def machine_cpu() -> float | None:
+    """CPU seconds every process on the machine has used (busy time in /proc/stat), if
+    readable: under load it shows what the load generator and the fake model take from
+    the cores a server could have had."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = stat.readline().split()
+    except OSError:
+        return None
+    # cpu user nice system idle iowait irq softirq steal ...: all but idle and iowait.
+    busy = sum(int(v) for i, v in enumerate(fields[1:9]) if i not in (3, 4))
+    return busy / os.sysconf("SC_CLK_TCK")
 
 
 def _delta(before: float | None, after: float | None) -> float | None:
@@ -184,6 +205,8 @@ def combine(batches: Sequence[Batch]) -> dict[str, Any]:
         tally.server_cpu_s += batch.tally.server_cpu_s
         tally.client_cpu_s += batch.tally.client_cpu_s
         tally.add_db_cpu(batch.tally.db_cpu_s)
+        if batch.tally.machine_cpu_s is not None:
+            tally.machine_cpu_s = (tally.machine_cpu_s or 0.0) + batch.tally.machine_cpu_s
     rates = [r for b in batches if (r := b.summary()["runs_per_s"]) is not None]
     base = tally.summary()
     return {
@@ -199,6 +222,7 @@ def combine(batches: Sequence[Batch]) -> dict[str, Any]:
         "server_cpu_ms_per_run": base["server_cpu_ms_per_run"],
         "client_cpu_ms_per_run": base["client_cpu_ms_per_run"],
         "db_cpu_ms_per_run": base["db_cpu_ms_per_run"],
+        "machine_cpu_ms_per_run": base["machine_cpu_ms_per_run"],
         "error_examples": base["error_examples"],
     }
 
@@ -215,9 +239,11 @@ async def throughput(target: Target, clients: int, runs: int) -> Batch:
     client0 = time.process_time()
     db0 = db_cpu(target)
     server0 = server_cpu(target)
+    machine0 = machine_cpu()
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(clients)))
     wall = time.perf_counter() - started
+    tally.machine_cpu_s = _delta(machine0, machine_cpu())
     tally.server_cpu_s = server_cpu(target) - server0
     tally.add_db_cpu(_delta(db0, db_cpu(target)))
     tally.client_cpu_s = time.process_time() - client0
