@@ -517,7 +517,7 @@ async def _langgraph_phase(shared: Stack, pg_url: str, results: dict[str, Any]) 
 
     plan = shared.plan
     options = langgraph_cost.Options(peer=plan.peer, postgres=plan.postgres)
-    log("LangGraph's own API (issue 30): ours, ours-pg, langgraph dev, Aegra")
+    log("LangGraph's own API (issue 30): ours, ours-pg, ours-pg-w2, langgraph dev, Aegra")
     results["langgraph"] = await langgraph_cost.phase(
         shared, langgraph_cost.IN_BENCH, options, pg_url
     )
