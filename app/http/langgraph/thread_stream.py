@@ -1,0 +1,374 @@
+"""LangGraph's thread-scoped streaming protocol ("v2"; @langchain/react's `useStream`,
+@langchain/langgraph-sdk's `client.threads.stream`) over HTTP and SSE:
+
+- `POST /threads/{thread_id}/commands`: one command `{id, method, params}`, answered
+  `{"type": "success", id, result}`; a refused one with its 4xx status and
+  `{"type": "error", id, error, message}` (with this server's `detail` and `code`).
+  `run.start` starts a run (new messages; with none, the thread goes on; a non-message
+  input on a thread with a pending interrupt answers it), `input.respond` answers
+  pending interrupts (with `update`/`goto`), `state.get` reads the thread's values.
+  Each is a run of the run core (`runs.start`), as on the run-scoped routes.
+- `POST /threads/{thread_id}/stream/events`: the body is the subscription (`channels`,
+  `namespaces`, `depth`, `since`); the connection follows the thread's runs, one after
+  the other, each encoded from its log by `channels.ChannelEncoder`, until the client
+  leaves.
+
+Cursor: every event's `seq` (and SSE `id`) is `run number * RUN_SPAN + entry seq *
+ENTRY_SPAN + n`, the run's number its place among the thread's runs, oldest first (1,
+2, ...), `n` the event's place among those its log entry makes. So `since` names a run
+and a place in it: a stream with `since` starts at that run and sends what follows;
+one without starts at the thread's first active run, else at its latest (a client that
+started a run and then subscribes sees it whole). Deleting a run renumbers the later
+ones. WebSocket is not served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import aclosing
+from typing import Annotated, Any, Final
+
+from fastapi import Request
+from fastapi.responses import Response
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    field_validator,
+)
+from sse_starlette import EventSourceResponse
+
+from app.core.errors import Conflict, Gone, Invalid, NotFound, ServiceError
+from app.core.runs.log import Entry
+from app.core.runs.service import PROTOCOL_KEY, AgentService
+from app.core.storage.runs import RunRecord
+from app.core.users.identity import Caller
+from app.http.auth import CallerOf
+from app.http.langgraph.channels import CHANNELS, FOLDED_MODES, ChannelEncoder, channel_of
+from app.http.langgraph.common import Agents, ThreadId, answer, body_doc, body_of, router
+from app.http.langgraph.encoding import dumps, state_resource
+from app.http.langgraph.runs import RunCreate, encoder_for, start
+from app.http.openapi import EVENT_STREAM, errors
+
+api = router()
+RUN_SPAN: Final = 10**11
+ENTRY_SPAN: Final = 1000
+# How often a stream looks for the thread's next run once one has ended.
+NEXT_RUN_POLL_S: Final = 0.1
+NOT_SERVED = "{method} is a command of LangGraph's protocol this server does not serve"
+UNKNOWN_COMMAND = "unknown command {method!r}: send run.start, input.respond or state.get"
+NO_ASSISTANT = "run.start needs params.assistant_id (a graph id or an assistant id)"
+NOT_PENDING = "interrupt {interrupt_id!r} is not pending on thread {thread_id}"
+NO_RUN = "thread {thread_id} has no run: start one with run.start before input.respond"
+NOT_INPUT = (
+    "run.start takes input.messages (new messages), no input, or (a thread with a pending "
+    "interrupt) its answer"
+)
+BAD_CHANNEL = "unknown channel {channel!r}: one of {known}, or custom:<name>"
+# Commands of the protocol not served here (the WebSocket's, and the rest).
+PROTOCOL_COMMANDS: Final = frozenset(
+    {
+        "subscription.subscribe",
+        "subscription.unsubscribe",
+        "subscription.reconnect",
+        "agent.getTree",
+        "input.inject",
+        "state.listCheckpoints",
+        "state.fork",
+    }
+)
+# This server's error codes as the protocol's.
+PROTOCOL_ERROR: Final = {
+    "unknown_interrupt": "no_such_interrupt",
+    "nothing_pending": "no_such_interrupt",
+    "unknown_run": "no_such_run",
+    "unsupported": "not_supported",
+}
+
+
+def _no_bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError("a number is needed, not a boolean")
+    return value
+
+
+class Command(BaseModel):
+    """One command as the client sends it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: Annotated[StrictInt, Field(ge=0)]
+    method: str = Field(min_length=1, max_length=100)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class EventStreamRequest(BaseModel):
+    """A subscription: the channels to send, and from where (`since`: a `seq` received)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    channels: list[str] = Field(min_length=1, max_length=20)
+    namespaces: list[list[str]] | None = Field(
+        None, description="prefixes of the namespaces to send (these graphs' are all `[]`)"
+    )
+    depth: Annotated[int | None, BeforeValidator(_no_bool), Field(ge=0)] = None
+    since: Annotated[int | None, BeforeValidator(_no_bool), Field(ge=0)] = None
+
+    @field_validator("channels")
+    @classmethod
+    def _known(cls, channels: list[str]) -> list[str]:
+        for channel in channels:
+            if channel not in CHANNELS and not (
+                channel.startswith("custom:") and len(channel) > len("custom:")
+            ):
+                known = ", ".join(sorted(CHANNELS))
+                raise ValueError(BAD_CHANNEL.format(channel=channel[:60], known=known))
+        return channels
+
+    def wants(self, method: str, data: Any) -> bool:
+        """Whether an event of the root namespace, of `method`, is for this subscription."""
+        if self.namespaces is not None and [] not in self.namespaces:
+            return False
+        channel = channel_of(method)
+        if channel in self.channels:
+            return True
+        name = data.get("name") if isinstance(data, dict) else None
+        return channel == "custom" and f"custom:{name}" in self.channels
+
+
+# --- commands ------------------------------------------------------------------------
+
+
+@api.post(
+    "/threads/{thread_id:thread}/commands",
+    responses=errors(
+        (404, "no such assistant or thread"),
+        (409, "the thread's state refuses it now (an interrupt not pending, a run active)"),
+        (422, "not a command, an unknown command or bad params (`type: error` in the body)"),
+    ),
+    openapi_extra=body_doc(Command),
+)
+async def command(
+    thread_id: ThreadId, request: Request, agents: Agents, caller: CallerOf
+) -> Response:
+    """Run one command of the thread-scoped protocol; its result, or its refusal."""
+    body = await body_of(request, agents, Command)
+    try:
+        result = await _run_command(agents, thread_id, body, caller)
+    except ServiceError as refused:
+        return _refusal(agents, body.id, refused)
+    return answer(agents, {"type": "success", "id": body.id, "result": result})
+
+
+async def _run_command(
+    agents: AgentService, thread_id: str, body: Command, caller: Caller
+) -> dict[str, Any]:
+    if body.method == "run.start":
+        run = await start(
+            agents, thread_id, await _run_start(agents, thread_id, body.params), caller
+        )
+        return {"run_id": run.run_id}
+    if body.method == "input.respond":
+        await start(agents, thread_id, await _respond(agents, thread_id, body.params), caller)
+        return {}
+    if body.method == "state.get":
+        state = await agents.state(thread_id)
+        resource = state_resource(state.snapshot, state.messages)
+        checkpoint = resource["checkpoint"] or {}
+        ref = {"id": checkpoint["checkpoint_id"]} if checkpoint.get("checkpoint_id") else None
+        return {"values": resource["values"]} | ({"checkpoint": ref} if ref else {})
+    if body.method in PROTOCOL_COMMANDS:
+        raise Invalid("unsupported", NOT_SERVED.format(method=body.method))
+    raise Invalid("unsupported", UNKNOWN_COMMAND.format(method=body.method[:100]))
+
+
+async def _run_start(agents: AgentService, thread_id: str, params: dict[str, Any]) -> RunCreate:
+    """`run.start`'s params as a run: `input.messages` are new messages; another input
+    answers the thread's pending interrupt (the protocol's "run interrupted: resume")."""
+    assistant = params.get("assistant_id")
+    if not isinstance(assistant, str) or not assistant:
+        raise Invalid("invalid_body", NO_ASSISTANT)
+    given = params.get("input")
+    fields = _run_fields(params)
+    if given is None or (isinstance(given, dict) and "messages" in given):
+        return _parsed(RunCreate, {**fields, "assistant_id": assistant, "input": given})
+    if not (await agents.thread(thread_id)).interrupts:
+        raise Invalid("invalid_body", NOT_INPUT)
+    resume = {"resume": given}
+    return _parsed(RunCreate, {**fields, "assistant_id": assistant, "command": resume})
+
+
+async def _respond(agents: AgentService, thread_id: str, params: dict[str, Any]) -> RunCreate:
+    """`input.respond`'s params (one answer, or `responses`) as a resuming run, on the
+    assistant of the thread's latest run (the command names none)."""
+    entries = params.get("responses")
+    if entries is None:
+        entries = [params]
+    if not isinstance(entries, list) or not entries:
+        raise Invalid("invalid_body", "input.respond needs interrupt_id and response")
+    answers: dict[str, Any] = {}
+    for entry in entries:
+        interrupt_id = entry.get("interrupt_id") if isinstance(entry, dict) else None
+        if not isinstance(interrupt_id, str) or "response" not in entry:
+            raise Invalid("invalid_body", "input.respond needs interrupt_id and response")
+        answers[interrupt_id] = entry["response"]
+    pending = {i.id for i in (await agents.thread(thread_id)).interrupts}
+    for interrupt_id in answers:
+        if interrupt_id not in pending:
+            message = NOT_PENDING.format(interrupt_id=interrupt_id[:100], thread_id=thread_id)
+            raise Conflict("unknown_interrupt", message)
+    records = await agents.runs(thread_id, must_exist=True)
+    if not records:
+        raise Conflict("nothing_pending", NO_RUN.format(thread_id=thread_id))
+    latest = await agents.run_start(thread_id, records[0].run_id)
+    assistant = (latest.request.get(PROTOCOL_KEY) or {}).get("assistant_id") or records[0].graph
+    directions = {k: params[k] for k in ("update", "goto") if params.get(k) is not None}
+    run = {**_run_fields(params), "assistant_id": assistant}
+    return _parsed(RunCreate, run | {"command": {"resume": answers, **directions}})
+
+
+def _run_fields(params: dict[str, Any]) -> dict[str, Any]:
+    """The run settings a command may carry, as `RunCreate` names them."""
+    fields = {k: params[k] for k in ("config", "metadata", "context") if params.get(k) is not None}
+    strategy = params.get("multitask_strategy") or params.get("multitaskStrategy")
+    if strategy is not None:
+        fields["multitask_strategy"] = strategy
+    return fields
+
+
+def _parsed(model: type[RunCreate], data: dict[str, Any]) -> RunCreate:
+    """`data` as the run body (422 `invalid_body` naming what is wrong)."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as bad:
+        where = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in bad.errors()[:3]
+        )
+        raise Invalid("invalid_body", f"params: {where}") from None
+
+
+def _refusal(agents: AgentService, command_id: int, refused: ServiceError) -> Response:
+    code = PROTOCOL_ERROR.get(refused.code) or (
+        "invalid_argument" if refused.status < 500 else "unknown_error"
+    )
+    if refused.status == 422 and refused.message.startswith("unknown command"):
+        code = "unknown_command"
+    body = {
+        "type": "error",
+        "id": command_id,
+        "error": code,
+        "message": refused.message,
+        "detail": refused.message,
+        "code": refused.code,
+    }
+    return answer(agents, body, status=refused.status, headers=refused.headers)
+
+
+# --- the event stream ----------------------------------------------------------------
+
+
+@api.post(
+    "/threads/{thread_id:thread}/stream/events",
+    response_class=EventSourceResponse,
+    responses={
+        **EVENT_STREAM,
+        **errors((404, "no such thread"), (422, "a bad filter: no channels, an unknown one")),
+    },
+    openapi_extra=body_doc(EventStreamRequest),
+)
+async def stream_events(thread_id: ThreadId, request: Request, agents: Agents) -> Response:
+    """The thread's events on the channels asked, from `since` (see the module), live
+    across its runs until the client leaves."""
+    subscription = await body_of(request, agents, EventStreamRequest)
+    await agents.runs(thread_id, must_exist=True)  # 404 for a thread there is not
+    settings = agents.settings
+    return EventSourceResponse(
+        _frames(agents, thread_id, subscription),
+        ping=settings.agent_sse_keepalive_s,
+        sep="\n",
+        send_timeout=max(30.0, 2 * settings.agent_sse_keepalive_s),
+        shutdown_grace_period=settings.agent_shutdown_grace_s,
+    )
+
+
+async def _frames(
+    agents: AgentService, thread_id: str, subscription: EventStreamRequest
+) -> AsyncIterator[bytes]:
+    since = subscription.since
+    number = None if since is None else max(1, since // RUN_SPAN)
+    while not agents.closing:
+        oldest_first = list(reversed(await agents.runs(thread_id)))
+        if number is None:
+            number = _first_to_send(oldest_first)
+        if number is None or number > len(oldest_first):
+            await asyncio.sleep(NEXT_RUN_POLL_S)  # the next run is not there yet
+            continue
+        record = oldest_first[number - 1]
+        try:
+            batches = await agents.join_batches(thread_id, record.run_id, 0)
+        except (Gone, NotFound):  # expired or deleted since: its events are gone
+            number += 1
+            continue
+        async with aclosing(batches):
+            encoder: ChannelEncoder | None = None
+            async for batch in batches:
+                if encoder is None:  # the run has started: where it started is known
+                    folded = await encoder_for(agents, thread_id, record.run_id, FOLDED_MODES)
+                    encoder = ChannelEncoder(folded)
+                text = "".join(_events(encoder, record, number, batch, subscription))
+                if text:
+                    yield _masked(agents, text)
+        number += 1
+
+
+def _first_to_send(oldest_first: Sequence[RunRecord]) -> int | None:
+    """The number of the thread's first active run, else of its latest; None for none."""
+    for number, record in enumerate(oldest_first, start=1):
+        if record.active:
+            return number
+    return len(oldest_first) or None
+
+
+def _events(
+    encoder: ChannelEncoder,
+    record: RunRecord,
+    number: int,
+    batch: list[Entry],
+    subscription: EventStreamRequest,
+) -> list[str]:
+    """The SSE frames of one batch, those at or before `since` and those not asked for
+    left out."""
+    frames: list[str] = []
+    since = subscription.since or 0
+    for entry in batch:
+        event = entry.typed()
+        stamp = event.timestamp or int(time.time() * 1000)
+        for n, (method, data) in enumerate(encoder.feed(event)):
+            seq = number * RUN_SPAN + entry.seq * ENTRY_SPAN + n
+            if seq <= since or not subscription.wants(method, data):
+                continue
+            frame = {
+                "type": "event",
+                "event_id": f"{record.run_id}:{entry.seq}.{n}",
+                "seq": seq,
+                "method": method,
+                "params": {
+                    "namespace": [],
+                    "timestamp": stamp,
+                    "data": data,
+                },
+            }
+            frames.append(f"event: {method}\ndata: {dumps(frame)}\nid: {seq}\n\n")
+    return frames
+
+
+def _masked(agents: AgentService, text: str) -> bytes:
+    """Stream text with any secret masked (the values carry the thread's history)."""
+    if agents.redact and agents.redact.found(text):
+        text = agents.redact(text)
+    return text.encode()
