@@ -197,7 +197,11 @@ async def _run_start(agents: AgentService, thread_id: str, params: dict[str, Any
     fields = _run_fields(params)
     if given is None or (isinstance(given, dict) and "messages" in given):
         return _parsed(RunCreate, {**fields, "assistant_id": assistant, "input": given})
-    if not (await agents.thread(thread_id)).interrupts:
+    try:
+        pending = (await agents.thread(thread_id)).interrupts
+    except NotFound:  # a thread with nothing run yet has nothing to answer
+        pending = []
+    if not pending:
         raise Invalid("invalid_body", NOT_INPUT)
     resume = {"resume": given}
     return _parsed(RunCreate, {**fields, "assistant_id": assistant, "command": resume})
@@ -206,6 +210,7 @@ async def _run_start(agents: AgentService, thread_id: str, params: dict[str, Any
 async def _respond(agents: AgentService, thread_id: str, params: dict[str, Any]) -> RunCreate:
     """`input.respond`'s params (one answer, or `responses`) as a resuming run, on the
     assistant of the thread's latest run (the command names none)."""
+    records = await agents.runs(thread_id, must_exist=True)  # 404 for a thread there is not
     entries = params.get("responses")
     if entries is None:
         entries = [params]
@@ -222,7 +227,6 @@ async def _respond(agents: AgentService, thread_id: str, params: dict[str, Any])
         if interrupt_id not in pending:
             message = NOT_PENDING.format(interrupt_id=interrupt_id[:100], thread_id=thread_id)
             raise Conflict("unknown_interrupt", message)
-    records = await agents.runs(thread_id, must_exist=True)
     if not records:
         raise Conflict("nothing_pending", NO_RUN.format(thread_id=thread_id))
     latest = await agents.run_start(thread_id, records[0].run_id)
