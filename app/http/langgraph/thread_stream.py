@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from typing import Annotated, Any, Final
 
@@ -55,10 +55,14 @@ from app.http.langgraph.encoding import dumps, state_resource
 from app.http.langgraph.runs import RunCreate, encoder_for, start
 
 api = router()
+# The cursor (see above): room for 10^8 entries a run, 90 000 runs a thread, within the
+# integers JavaScript holds exactly.
 RUN_SPAN: Final = 10**11
 ENTRY_SPAN: Final = 1000
-# How often a stream looks for the thread's next run once one has ended.
-NEXT_RUN_POLL_S: Final = 0.1
+# How soon a stream sees the thread's next run: one this process holds (a command sent
+# here), and one only the database knows of (another replica's).
+HELD_POLL_S: Final = 0.05
+STORE_POLL_S: Final = 1.0
 NOT_SERVED = "{method} is a command of LangGraph's protocol this server does not serve"
 UNKNOWN_COMMAND = "unknown command {method!r}: send run.start, input.respond or state.get"
 NO_ASSISTANT = "run.start needs params.assistant_id (a graph id or an assistant id)"
@@ -86,8 +90,11 @@ PROTOCOL_ERROR: Final = {
     "unknown_interrupt": "no_such_interrupt",
     "nothing_pending": "no_such_interrupt",
     "unknown_run": "no_such_run",
-    "unsupported": "not_supported",
 }
+
+
+# A command's handler: (agents, thread id, params, caller) -> its result.
+Handler = Callable[[AgentService, str, dict[str, Any], Caller], Awaitable[dict[str, Any]]]
 
 
 def _no_bool(value: Any) -> Any:
@@ -152,33 +159,60 @@ async def command(
 ) -> Response:
     """Run one command of the thread-scoped protocol; its result, or its refusal."""
     body = await body_of(request, agents, Command)
+    handler = COMMANDS.get(body.method)
     try:
-        result = await _run_command(agents, thread_id, body, caller)
+        if handler is None:
+            raise _unknown(body.method)
+        result = await handler(agents, thread_id, body.params, caller)
     except ServiceError as refused:
         return _refusal(agents, body.id, refused)
     return answer(agents, {"type": "success", "id": body.id, "result": result})
 
 
-async def _run_command(
-    agents: AgentService, thread_id: str, body: Command, caller: Caller
+async def _start_run(
+    agents: AgentService, thread_id: str, params: dict[str, Any], caller: Caller
 ) -> dict[str, Any]:
-    if body.method == "run.start":
-        run = await start(
-            agents, thread_id, await _run_start(agents, thread_id, body.params), caller
-        )
-        return {"run_id": run.run_id}
-    if body.method == "input.respond":
-        await start(agents, thread_id, await _respond(agents, thread_id, body.params), caller)
-        return {}
-    if body.method == "state.get":
-        state = await agents.state(thread_id)
-        resource = state_resource(state.snapshot, state.messages)
-        checkpoint = resource["checkpoint"] or {}
-        ref = {"id": checkpoint["checkpoint_id"]} if checkpoint.get("checkpoint_id") else None
-        return {"values": resource["values"]} | ({"checkpoint": ref} if ref else {})
-    if body.method in PROTOCOL_COMMANDS:
-        raise Invalid("unsupported", NOT_SERVED.format(method=body.method))
-    raise Invalid("unsupported", UNKNOWN_COMMAND.format(method=body.method[:100]))
+    run = await start(agents, thread_id, await _run_start(agents, thread_id, params), caller)
+    return {"run_id": run.run_id}
+
+
+async def _answer(
+    agents: AgentService, thread_id: str, params: dict[str, Any], caller: Caller
+) -> dict[str, Any]:
+    await start(agents, thread_id, await _respond(agents, thread_id, params), caller)
+    return {}
+
+
+async def _state(
+    agents: AgentService, thread_id: str, params: dict[str, Any], caller: Caller
+) -> dict[str, Any]:
+    state = await agents.state(thread_id)
+    resource = state_resource(state.snapshot, state.messages)
+    checkpoint_id = (resource["checkpoint"] or {}).get("checkpoint_id")
+    return {"values": resource["values"]} | (
+        {"checkpoint": {"id": checkpoint_id}} if checkpoint_id else {}
+    )
+
+
+COMMANDS: Final[dict[str, Handler]] = {
+    "run.start": _start_run,
+    "input.respond": _answer,
+    "state.get": _state,
+}
+
+
+class _UnknownCommand(Invalid):
+    """A method this server does not serve (422 `unsupported`), with the protocol's code."""
+
+    def __init__(self, message: str, protocol_code: str) -> None:
+        super().__init__("unsupported", message)
+        self.protocol_code = protocol_code
+
+
+def _unknown(method: str) -> _UnknownCommand:
+    if method in PROTOCOL_COMMANDS:
+        return _UnknownCommand(NOT_SERVED.format(method=method), "not_supported")
+    return _UnknownCommand(UNKNOWN_COMMAND.format(method=method[:100]), "unknown_command")
 
 
 async def _run_start(agents: AgentService, thread_id: str, params: dict[str, Any]) -> RunCreate:
@@ -251,11 +285,12 @@ def _parsed(model: type[RunCreate], data: dict[str, Any]) -> RunCreate:
 
 
 def _refusal(agents: AgentService, command_id: int, refused: ServiceError) -> Response:
-    code = PROTOCOL_ERROR.get(refused.code) or (
-        "invalid_argument" if refused.status < 500 else "unknown_error"
-    )
-    if refused.status == 422 and refused.message.startswith("unknown command"):
-        code = "unknown_command"
+    if isinstance(refused, _UnknownCommand):
+        code = refused.protocol_code
+    else:
+        code = PROTOCOL_ERROR.get(refused.code) or (
+            "invalid_argument" if refused.status < 500 else "unknown_error"
+        )
     body = {
         "type": "error",
         "id": command_id,
@@ -296,7 +331,7 @@ async def _frames(
         if number is None:
             number = _first_to_send(oldest_first)
         if number is None or number > len(oldest_first):
-            await asyncio.sleep(NEXT_RUN_POLL_S)  # the next run is not there yet
+            await _next_run(agents, thread_id, {record.run_id for record in oldest_first})
             continue
         record = oldest_first[number - 1]
         try:
@@ -314,6 +349,18 @@ async def _frames(
                 if text:
                     yield _masked(agents, text)
         number += 1
+
+
+async def _next_run(agents: AgentService, thread_id: str, known: set[str]) -> None:
+    """Until the thread may have a run beyond `known`: at once when this process holds
+    one, else after STORE_POLL_S (the database is asked then, not every HELD_POLL_S)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + STORE_POLL_S
+    while loop.time() < deadline and not agents.closing:
+        for run in agents.held_runs():
+            if run.record.thread_id == thread_id and run.run_id not in known:
+                return
+        await asyncio.sleep(HELD_POLL_S)
 
 
 def _first_to_send(oldest_first: Sequence[RunRecord]) -> int | None:
