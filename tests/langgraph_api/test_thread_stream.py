@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.doubles.llm import ScriptedLLM, hang, text, tool_call
+from tests.doubles.llm import ScriptedLLM, error, hang, text, tool_call
 from tests.langgraph_api.js_build import built_js_clients
 from tests.service.conftest import API_KEY, Api, wait_until
 from tests.support.processes import ServerProcess
@@ -320,3 +320,38 @@ def test_a_stream_opened_before_the_next_run_follows_it_live(api: Api, llm: Scri
     assert methods[-1] == ("messages", "content-block-delta")
     runs = api.http.get(f"/api/threads/{thread_id}/runs").json()
     api.http.post(f"/threads/{thread_id}/runs/{runs[0]['runId']}/cancel")
+
+
+def until_lifecycle(events: Iterator[dict[str, Any]], phase: str) -> list[dict[str, Any]]:
+    """The events up to the first lifecycle event of `phase`, that one included."""
+    seen = []
+    for event in events:
+        seen.append(event)
+        if event["method"] == "lifecycle" and event["params"]["data"]["event"] == phase:
+            return seen
+    raise AssertionError(f"the stream ended before {phase}: {seen}")
+
+
+def test_a_failed_run_ends_with_a_failed_lifecycle_naming_the_error_and_state_get_reads_it(
+    api: Api, llm: ScriptedLLM
+) -> None:
+    llm.script(error(400))
+    thread_id = api.http.post("/threads", json={}).json()["thread_id"]
+    started = command(
+        api, thread_id, "run.start", {"assistant_id": "weather", "input": {"messages": ["你好"]}}
+    )
+    assert started.status_code == 200, started.text
+    url = f"/threads/{thread_id}/stream/events"
+
+    with api.http.stream("POST", url, json={"channels": ["lifecycle", "values"]}) as stream:
+        seen = until_lifecycle(sse_events(stream), "failed")
+    state = command(api, thread_id, "state.get", {"namespace": []})
+
+    assert seen[0]["params"]["data"] == {"event": "running", "graph_name": "weather"}
+    failed = seen[-1]["params"]["data"]
+    assert failed["code"] == "model_error" and "400" in failed["error"], failed
+    assert [m["content"] for m in seen[1]["params"]["data"]["messages"]] == ["你好"]
+    assert state.status_code == 200
+    result = state.json()["result"]
+    assert [m["content"] for m in result["values"]["messages"]] == ["你好"]
+    assert result["checkpoint"]["id"]
