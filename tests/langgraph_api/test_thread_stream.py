@@ -17,6 +17,7 @@ import pytest
 
 from tests.doubles.llm import ScriptedLLM, error, hang, text, tool_call
 from tests.langgraph_api.js_build import built_js_clients
+from tests.langgraph_api.people import Served, served  # noqa: F401
 from tests.service.conftest import API_KEY, Api, wait_until
 from tests.support.processes import ServerProcess
 
@@ -355,3 +356,32 @@ def test_a_failed_run_ends_with_a_failed_lifecycle_naming_the_error_and_state_ge
     result = state.json()["result"]
     assert [m["content"] for m in result["values"]["messages"]] == ["你好"]
     assert result["checkpoint"]["id"]
+
+
+def test_another_users_thread_is_404_to_its_commands_and_streams(
+    served: Served,  # noqa: F811
+    llm: ScriptedLLM,
+) -> None:
+    llm.script(tool_call("ask_input", {"message": "哪个城市？", "placeholder": "北京"}))
+    url = served.server.url
+    alice, bob = (
+        httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30.0)
+        for key in (served.alice, served.bob)
+    )
+    with alice, bob:
+        thread_id = alice.post("/threads", json={}).json()["thread_id"]
+        start = {"assistant_id": "weather", "input": {"messages": ["查天气"]}}
+        mine = alice.post(
+            f"/threads/{thread_id}/commands", json={"id": 1, "method": "run.start", "params": start}
+        )
+        theirs = bob.post(
+            f"/threads/{thread_id}/commands", json={"id": 1, "method": "run.start", "params": start}
+        )
+        peek = bob.post(f"/threads/{thread_id}/stream/events", json={"channels": ["values"]})
+        read = bob.post(
+            f"/threads/{thread_id}/commands", json={"id": 2, "method": "state.get", "params": {}}
+        )
+
+    assert mine.status_code == 200, mine.text
+    assert theirs.status_code == 404 and theirs.json()["code"] == "unknown_thread"
+    assert peek.status_code == 404 and read.status_code == 404
