@@ -120,3 +120,33 @@ def test_react_use_stream_shows_the_question_takes_the_answer_and_shows_the_repl
     read_back = api.http.get(f"/api/threads/{thread_id}").json()
     assert read_back["interrupts"] == []
     assert read_back["messages"][-1]["content"] == "上海今天晴。"
+
+
+def test_react_use_stream_reopening_a_thread_shows_its_pending_question_and_takes_the_answer(
+    page: Page, page_server: ServerThread, server: ServerProcess, llm: ScriptedLLM
+) -> None:
+    llm.script(
+        tool_call("ask_input", {"message": "哪个城市？", "placeholder": "北京"}),
+        tool_call("get_weather", {"location": "上海"}),
+        text("上海今天晴。"),
+    )
+    query = {"apiUrl": server.url, "apiKey": API_KEY, "assistantId": "weather"}
+    page.goto(f"{page_server.url}/v2.html?{urlencode(query)}")
+    page.get_by_label("message", exact=True).fill("查天气")
+    page.get_by_role("button", name="Send").click()
+    question = page.get_by_test_id("question")
+    expect(question).to_have_text("哪个城市？", timeout=WAIT_MS)
+    thread_id = page.locator("main").get_attribute("data-thread-id")
+    assert thread_id
+
+    # A reload: the hook reads the thread's state and streams, and finds the question.
+    page.goto(f"{page_server.url}/v2.html?{urlencode({**query, 'threadId': thread_id})}")
+    expect(question).to_have_text("哪个城市？", timeout=WAIT_MS)
+    messages = page.get_by_role("list", name="messages").locator("li")
+    expect(messages.first).to_have_text("查天气")
+    page.get_by_label("answer").fill("上海")
+    page.get_by_role("button", name="Answer").click()
+
+    expect(messages.last).to_have_text("上海今天晴。", timeout=WAIT_MS)
+    expect(question).to_have_count(0)
+    expect(page.get_by_role("alert")).to_have_count(0)

@@ -1,7 +1,7 @@
 // A chat page built on @langchain/react's `useStream`, which speaks LangGraph's
 // thread-scoped streaming protocol (`POST /threads/{id}/commands` and
 // `POST /threads/{id}/stream/events`). The query string names the server:
-// ?apiUrl=...&apiKey=...&assistantId=...
+// ?apiUrl=...&apiKey=...&assistantId=...; `threadId=...` opens that thread (a reload).
 import { useState } from "react";
 import { createRoot } from "react-dom/client";
 import { useStream } from "@langchain/react";
@@ -38,7 +38,7 @@ function Question({ interrupt, onAnswer }) {
 }
 
 function Chat() {
-  const [threadId, setThreadId] = useState(null);
+  const [threadId, setThreadId] = useState(params.get("threadId"));
   const [draft, setDraft] = useState("");
   const stream = useStream({ apiUrl, apiKey, assistantId, threadId, onThreadId: setThreadId });
 
