@@ -51,7 +51,7 @@ from app.core.users.identity import Caller
 from app.http.auth import CallerOf
 from app.http.langgraph.channels import CHANNELS, FOLDED_MODES, ChannelEncoder, channel_of
 from app.http.langgraph.common import Agents, ThreadId, answer, body_of, router
-from app.http.langgraph.encoding import dumps, state_resource
+from app.http.langgraph.encoding import StreamEncoder, dumps, state_resource
 from app.http.langgraph.runs import RunCreate, encoder_for, start
 
 api = router()
@@ -73,6 +73,8 @@ NOT_INPUT = (
     "interrupt) its answer"
 )
 BAD_CHANNEL = "unknown channel {channel!r}: one of {known}, or custom:<name>"
+# The channels whose events need the thread's history where a run started.
+HISTORY_CHANNELS: Final = frozenset({"values", "updates", "tools"})
 # Commands of the protocol not served here (the WebSocket's, and the rest).
 PROTOCOL_COMMANDS: Final = frozenset(
     {
@@ -135,6 +137,12 @@ class EventStreamRequest(BaseModel):
                 known = ", ".join(sorted(CHANNELS))
                 raise ValueError(BAD_CHANNEL.format(channel=channel[:60], known=known))
         return channels
+
+    def needs_history(self) -> bool:
+        """Whether its channels show the thread's state (or a resumed run's tool names)."""
+        return any(
+            channel in HISTORY_CHANNELS or channel.startswith("custom") for channel in self.channels
+        )
 
     def wants(self, method: str, data: Any) -> bool:
         """Whether an event of the root namespace, of `method`, is for this subscription."""
@@ -343,8 +351,7 @@ async def _frames(
             encoder: ChannelEncoder | None = None
             async for batch in batches:
                 if encoder is None:  # the run has started: where it started is known
-                    folded = await encoder_for(agents, thread_id, record.run_id, FOLDED_MODES)
-                    encoder = ChannelEncoder(folded)
+                    encoder = await _encoder(agents, record, subscription)
                 text = "".join(_events(encoder, record, number, batch, subscription))
                 if text:
                     yield _masked(agents, text)
@@ -361,6 +368,20 @@ async def _next_run(agents: AgentService, thread_id: str, known: set[str]) -> No
             if run.record.thread_id == thread_id and run.run_id not in known:
                 return
         await asyncio.sleep(HELD_POLL_S)
+
+
+async def _encoder(
+    agents: AgentService, record: RunRecord, subscription: EventStreamRequest
+) -> ChannelEncoder:
+    """The run's encoder; with the thread's history where the run started (read from
+    its checkpoints) only for channels that show it: a lifecycle watcher reads none."""
+    if not subscription.needs_history():
+        bare = StreamEncoder(
+            (), thread_id=record.thread_id, run_id=record.run_id, graph_id=record.graph, before=()
+        )
+        return ChannelEncoder(bare)
+    folded = await encoder_for(agents, record.thread_id, record.run_id, FOLDED_MODES)
+    return ChannelEncoder(folded)
 
 
 def _first_to_send(oldest_first: Sequence[RunRecord]) -> int | None:
