@@ -359,15 +359,16 @@ async def _frames(
 
 
 async def _next_run(agents: AgentService, thread_id: str, known: set[str]) -> None:
-    """Until the thread may have a run beyond `known`: at once when this process holds
-    one, else after STORE_POLL_S (the database is asked then, not every HELD_POLL_S)."""
+    """Until the thread may have a run beyond `known`: within HELD_POLL_S when this
+    process holds one, else after STORE_POLL_S (the database is asked then, not every
+    HELD_POLL_S). It always waits a little: a held run not yet listed is no busy loop."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + STORE_POLL_S
     while loop.time() < deadline and not agents.closing:
+        await asyncio.sleep(HELD_POLL_S)
         for run in agents.held_runs():
             if run.record.thread_id == thread_id and run.run_id not in known:
                 return
-        await asyncio.sleep(HELD_POLL_S)
 
 
 async def _encoder(
