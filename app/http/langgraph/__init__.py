@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.http.langgraph import assistants, info, runs, store, threads
+from app.http.langgraph import assistants, info, runs, store, thread_stream, threads
 
 
 def langgraph_api() -> APIRouter:
     """Every route of LangGraph's API, behind the same guards as `/api`."""
     router = APIRouter()
-    for module in (info, assistants, threads, runs, store):
+    for module in (info, assistants, threads, runs, thread_stream, store):
         router.include_router(module.api)
     return router
