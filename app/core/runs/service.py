@@ -29,10 +29,11 @@ from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
+    Iterator,
     Mapping,
     Sequence,
 )
-from contextlib import aclosing, asynccontextmanager, suppress
+from contextlib import aclosing, asynccontextmanager, contextmanager, suppress
 from typing import Any, cast
 
 from ag_ui.core import (
@@ -213,6 +214,8 @@ class AgentService:
         self._purged_at = 0.0
         # The active (queued or running) runs of each thread this process holds, in order.
         self._threads: dict[str, list[Run]] = {}
+        # Who waits for a thread's next run admitted here (`run_admitted`).
+        self._admission_waiters: dict[str, set[asyncio.Future[None]]] = {}
         self._turns = Turns(store, self.owner, self.lease_s)
         self.recovery = Recovery(self)
         self.titles = ThreadTitles(settings, graphs, store, self.redact)
@@ -246,6 +249,28 @@ class AgentService:
     def held_runs(self) -> list[Run]:
         """Every run this process holds, each thread's in order."""
         return [run for queue in self._threads.values() for run in queue]
+
+    @contextmanager
+    def admissions(self, thread_id: str) -> Iterator[asyncio.Future[None]]:
+        """A future done once this process admits a run to the thread, while in the block.
+
+        Watch first, then read the thread's runs: a run admitted after the read is then
+        never missed. A run another process admits is seen only by reading the store.
+        """
+        arrived = asyncio.get_running_loop().create_future()
+        waiting = self._admission_waiters.setdefault(thread_id, set())
+        waiting.add(arrived)
+        try:
+            yield arrived
+        finally:
+            waiting.discard(arrived)
+            if not waiting:
+                del self._admission_waiters[thread_id]
+
+    def _admitted(self, thread_id: str) -> None:
+        for arrived in self._admission_waiters.get(thread_id, ()):
+            if not arrived.done():
+                arrived.set_result(None)
 
     def held(self, thread_id: str, run_id: str) -> Run | None:
         """The run `run_id` of the thread if this process holds it."""
@@ -400,6 +425,7 @@ class AgentService:
         except BaseException:
             self._leave(run)
             raise
+        self._admitted(thread_id)  # its record is stored: the thread's run list shows it
         queued = admission.status == "queued"
         record.status = "queued" if queued else "running"
         if not queued:

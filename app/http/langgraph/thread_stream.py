@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import aclosing
+from contextlib import aclosing, suppress
 from typing import Annotated, Any, Final
 
 from fastapi import Request
@@ -62,7 +62,6 @@ RUN_SPAN: Final = 10**11
 ENTRY_SPAN: Final = 1000
 # How soon a stream sees the thread's next run: one this process holds (a command sent
 # here), and one only the database knows of (another replica's).
-HELD_POLL_S: Final = 0.05
 STORE_POLL_S: Final = 1.0
 NOT_SERVED = "{method} is a command of LangGraph's protocol this server does not serve"
 UNKNOWN_COMMAND = "unknown command {method!r}: send run.start, input.respond or state.get"
@@ -356,12 +355,16 @@ async def _frames(
     since = subscription.since
     number = None if since is None else max(1, since // RUN_SPAN)
     while not agents.closing:
-        oldest_first = list(reversed(await agents.runs(thread_id)))
-        if number is None:
-            number = _first_to_send(oldest_first)
-        if number is None or number > len(oldest_first):
-            await _next_run(agents, thread_id, {record.run_id for record in oldest_first})
-            continue
+        with agents.admissions(thread_id) as admitted:
+            oldest_first = list(reversed(await agents.runs(thread_id)))
+            if number is None:
+                number = _first_to_send(oldest_first)
+            if number is None or number > len(oldest_first):
+                # At once when this process admits a run here, else after STORE_POLL_S
+                # (a run another replica admitted is in the store by then).
+                with suppress(TimeoutError):
+                    await asyncio.wait_for(admitted, STORE_POLL_S)
+                continue
         record = oldest_first[number - 1]
         try:
             batches = await agents.join_batches(thread_id, record.run_id, 0)
@@ -377,19 +380,6 @@ async def _frames(
                 if text:
                     yield _masked(agents, text)
         number += 1
-
-
-async def _next_run(agents: AgentService, thread_id: str, known: set[str]) -> None:
-    """Until the thread may have a run beyond `known`: within HELD_POLL_S when this
-    process holds one, else after STORE_POLL_S (the database is asked then, not every
-    HELD_POLL_S). It always waits a little: a held run not yet listed is no busy loop."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + STORE_POLL_S
-    while loop.time() < deadline and not agents.closing:
-        await asyncio.sleep(HELD_POLL_S)
-        for run in agents.held_runs():
-            if run.record.thread_id == thread_id and run.run_id not in known:
-                return
 
 
 async def _encoder(
