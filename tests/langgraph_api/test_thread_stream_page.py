@@ -5,77 +5,26 @@ its own, allowed by AGENT_CORS_ORIGINS, and signs in with the SDK's `apiKey`."""
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
-from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
 import pytest
-from playwright.sync_api import Browser, Page, Request, expect, sync_playwright
-from starlette.applications import Starlette
-from starlette.routing import Mount
-from starlette.staticfiles import StaticFiles
+from playwright.sync_api import Page, Request, expect
 
 from tests.doubles._server import ServerThread
 from tests.doubles.llm import ScriptedLLM, text, tool_call
-from tests.doubles.open_meteo import FakeOpenMeteo
-from tests.langgraph_api.js_build import PAGE, built_js_clients
-from tests.service.conftest import API_KEY, Api, Backend, serving
+from tests.langgraph_api.pages import WAIT_MS, chromium, page, page_server, server  # noqa: F401
+from tests.service.conftest import API_KEY, Api
 from tests.support.processes import ServerProcess
-from tests.web.conftest import CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = pytest.mark.processes  # real servers, and a browser
-WAIT_MS = 20_000
-
-
-@pytest.fixture(scope="module")
-def page_server() -> Iterator[ServerThread]:
-    """The built pages, served from their own origin (a port of their own)."""
-    built_js_clients()
-    app = Starlette(routes=[Mount("/", StaticFiles(directory=PAGE, html=True))])
-    with ServerThread(app) as static:
-        yield static
-
-
-@pytest.fixture(scope="module")
-def server(
-    _llm_server: ScriptedLLM,
-    _meteo_server: FakeOpenMeteo,
-    tmp_path_factory: pytest.TempPathFactory,
-    backend: Backend,
-    page_server: ServerThread,
-) -> Iterator[ServerProcess]:
-    """The module's server, allowing the page's origin (and that one only)."""
-    data_dir = tmp_path_factory.mktemp("thread-stream-page")
-    with serving(
-        _llm_server, _meteo_server, data_dir, backend, AGENT_CORS_ORIGINS=page_server.url
-    ) as process:
-        yield process
-
-
-# Playwright's sync API keeps an event loop running on this thread while it is started
-# (see test_use_stream.py): it is stopped with this module.
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Browser]:
-    """Debian's Chromium (Playwright never downloads a browser here)."""
-    executable = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
-    if executable is None:
-        pytest.fail("chromium is not installed: run `make test` (its `browser` step installs it)")
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(chromium: Browser) -> Iterator[Page]:
-    context = chromium.new_context()
-    yield context.new_page()
-    context.close()
 
 
 def test_react_use_stream_shows_the_question_takes_the_answer_and_shows_the_reply(
-    page: Page, page_server: ServerThread, server: ServerProcess, llm: ScriptedLLM, api: Api
+    page: Page,  # noqa: F811
+    page_server: ServerThread,  # noqa: F811
+    server: ServerProcess,  # noqa: F811
+    llm: ScriptedLLM,
+    api: Api,
 ) -> None:
     llm.script(
         tool_call("ask_input", {"message": "哪个城市？", "placeholder": "北京"}),
@@ -123,7 +72,10 @@ def test_react_use_stream_shows_the_question_takes_the_answer_and_shows_the_repl
 
 
 def test_react_use_stream_reopening_a_thread_shows_its_pending_question_and_takes_the_answer(
-    page: Page, page_server: ServerThread, server: ServerProcess, llm: ScriptedLLM
+    page: Page,  # noqa: F811
+    page_server: ServerThread,  # noqa: F811
+    server: ServerProcess,  # noqa: F811
+    llm: ScriptedLLM,
 ) -> None:
     llm.script(
         tool_call("ask_input", {"message": "哪个城市？", "placeholder": "北京"}),
