@@ -19,7 +19,6 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
 from app.core.storage.backends import open_storage
 from app.core.storage.postgres.connection import APPLICATION_NAME, SETUP_LOCK
-from app.core.storage.postgres.listen import CHANNEL
 from app.core.storage.runs import RunEnd, RunRecord, StoredRun
 from app.settings import Settings
 
@@ -169,17 +168,17 @@ async def test_a_task_s_writes_are_committed_when_aput_writes_returns_and_read_b
 
 
 class Ears:
-    """What a store's `hear_ends` told, in order."""
+    """What a store's `hear_ends` told one callback (ends, or admissions), in order."""
 
     def __init__(self) -> None:
-        self.heard: list[tuple[str | None, str | None]] = []
+        self.heard: list[tuple[str | None, ...]] = []
         self._news = asyncio.Event()
 
-    def __call__(self, thread_id: str | None, owner: str | None) -> None:
-        self.heard.append((thread_id, owner))
+    def __call__(self, *told: str | None) -> None:
+        self.heard.append(told)
         self._news.set()
 
-    async def until(self, check: Callable[[list[tuple[str | None, str | None]]], bool]) -> None:
+    async def until(self, check: Callable[[list[tuple[str | None, ...]]], bool]) -> None:
         async with asyncio.timeout(HEAR_DEADLINE_S):
             while not check(self.heard):
                 self._news.clear()
@@ -215,6 +214,33 @@ async def test_a_run_end_recorded_by_one_replica_is_heard_by_the_others(
     assert ears.heard == [("t1", "host:1"), ("t2", "host:1")]
 
 
+async def test_a_run_admitted_by_one_replica_is_heard_by_the_others(postgres_url: str) -> None:
+    settings = Settings(agent_db=postgres_url)
+    ends, admissions = Ears(), Ears()
+    async with (
+        open_storage(settings) as writer,
+        open_storage(settings) as listener,
+        listener.runs.hear_ends(ends, admitted=admissions),
+    ):
+
+        async def admit(thread_id: str, run_id: str) -> str:
+            stored = _run(thread_id, run_id, "host:1")
+            admission = await writer.runs.admit(
+                stored, strategy="enqueue", ttl_s=30.0, max_queued=10
+            )
+            return admission.outcome
+
+        first = await admit("t1", "r1")
+        again = await admit("t1", "r1")  # the same run: refused as existing
+        other = await admit("t2", "r2")
+        await admissions.until(lambda heard: len(heard) >= 2)
+
+    assert (first, again, other) == ("created", "exists", "created")
+    # The admission refused (the run exists) is not announced; nothing ended.
+    assert admissions.heard == [("t1",), ("t2",)]
+    assert ends.heard == []
+
+
 async def test_a_lost_listening_connection_comes_back_and_says_ends_may_have_been_missed(
     postgres_url: str,
 ) -> None:
@@ -224,8 +250,8 @@ async def test_a_lost_listening_connection_comes_back_and_says_ends_may_have_bee
         with psycopg.connect(postgres_url, autocommit=True) as conn:
             ended = conn.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE datname = current_database() AND query = %s",
-                (f"LISTEN {CHANNEL}",),
+                " WHERE datname = current_database() AND query LIKE %s",
+                ("LISTEN %",),
             ).fetchall()
         assert ended == [(True,)]
         await ears.until(lambda heard: (None, None) in heard)

@@ -255,7 +255,8 @@ class AgentService:
         """A future done once this process admits a run to the thread, while in the block.
 
         Watch first, then read the thread's runs: a run admitted after the read is then
-        never missed. A run another process admits is seen only by reading the store.
+        never missed. One another process admits is heard where the store can tell
+        (`RunStore.hear_ends`: PostgreSQL), else only by reading the store again.
         """
         arrived = asyncio.get_running_loop().create_future()
         waiting = self._admission_waiters.setdefault(thread_id, set())
@@ -652,6 +653,12 @@ class AgentService:
                 del self._threads[run.thread_id]
         run.enter("left")
         self._turns.wake(run.thread_id)  # its end is recorded (or it never began)
+
+    def heard_admission(self, thread_id: str | None) -> None:
+        """The store heard a run admitted (`RunStore.hear_ends`), maybe by another
+        process: who waits for the thread's next run reads its runs again (None: all)."""
+        for waited in [thread_id] if thread_id is not None else list(self._admission_waiters):
+            self._admitted(waited)
 
     def heard_end(self, thread_id: str | None, owner: str | None) -> None:
         """The store heard a run end (`RunStore.hear_ends`): the thread's turn may be free."""
@@ -1266,7 +1273,7 @@ async def open_service(
         service.writer.start()
         await store.renew(service.owner, service.lease_s)  # alive before any run is admitted
         await store.expire(time.time() - settings.agent_run_events_ttl_s)
-        async with store.hear_ends(service.heard_end):
+        async with store.hear_ends(service.heard_end, admitted=service.heard_admission):
             service.recovery.start(adopt=recover)
             if recover:
                 resumed = await service.recovery.recover()

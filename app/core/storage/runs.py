@@ -209,6 +209,9 @@ class Admission:
 # Told that a run of thread `thread_id` ended under `owner`, or (None, None) that some
 # ends may have gone unheard (see `RunStore.hear_ends`).
 HeardEnd = Callable[[str | None, str | None], None]
+# Told that a run of thread `thread_id` was admitted, or (None) that some admissions may
+# have gone unheard (see `RunStore.hear_ends`).
+HeardAdmission = Callable[[str | None], None]
 
 
 class StoredRun(BaseModel):
@@ -467,11 +470,14 @@ class RunStore(Protocol):
         """`claim_turn` for whichever of `run_ids` is the thread's oldest active run: its
         id when it was queued and none was running (now it runs under `owner`), else None."""
 
-    def hear_ends(self, heard: HeardEnd) -> AbstractAsyncContextManager[None]:
+    def hear_ends(
+        self, heard: HeardEnd, *, admitted: HeardAdmission | None = None
+    ) -> AbstractAsyncContextManager[None]:
         """Until the block ends, call `heard(thread_id, owner)` soon after a run's end is
         recorded, in any process, and `heard(None, None)` when ends may have gone unheard
-        (a lost connection, back). Best effort, so a waiter still re-checks every
-        `recheck_s`. PostgreSQL: LISTEN/NOTIFY; SQLite: nothing is heard."""
+        (a lost connection, back); likewise `admitted(thread_id)` after a run's admission,
+        `admitted(None)`. Best effort, so a waiter still re-checks every `recheck_s`.
+        PostgreSQL: LISTEN/NOTIFY; SQLite: nothing is heard."""
 
     async def adopt(self, stored: StoredRun, owner: str, ttl_s: float, *, force: bool) -> bool:
         """Take over an active run whose process is gone: a running one whose lease has

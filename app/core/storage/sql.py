@@ -25,6 +25,7 @@ from app.core.storage.runs import (
     ADMIN_ID,
     ENDED_WHILE_CHECKED_S,
     Admission,
+    HeardAdmission,
     HeardEnd,
     KeptMessage,
     MultitaskStrategy,
@@ -190,6 +191,9 @@ class SqlRunStore(ABC):
     GREATEST: ClassVar[str]
     NOW: ClassVar[str]
     recheck_s: ClassVar[float]
+    # A statement (taking the thread's id) that tells other processes of an admission,
+    # sent in the admitting transaction; None where they cannot be told.
+    ADMITTED: ClassVar[str | None] = None
 
     @abstractmethod
     async def _transaction(self, steps: Sequence[Step], *, fetch: bool = False) -> Any:
@@ -604,6 +608,8 @@ class SqlRunStore(ABC):
                     rollback_from=undone,
                 ),
             ]
+            if self.ADMITTED is not None:
+                steps.append((self.ADMITTED, (thread_id,)))
             if not ahead:  # no active run: whatever lease is left is stale
                 steps.append(self._lease(thread_id, run_id, stored.owner, ttl_s))
             elif strategy in ("interrupt", "rollback"):
@@ -671,7 +677,9 @@ class SqlRunStore(ABC):
         return granted[0]
 
     @asynccontextmanager
-    async def hear_ends(self, heard: HeardEnd) -> AsyncIterator[None]:
+    async def hear_ends(
+        self, heard: HeardEnd, *, admitted: HeardAdmission | None = None
+    ) -> AsyncIterator[None]:
         yield  # a backend with a way to hear other processes' ends overrides this
 
     async def adopt(self, stored: StoredRun, owner: str, ttl_s: float, *, force: bool) -> bool:

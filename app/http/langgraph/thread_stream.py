@@ -62,7 +62,6 @@ RUN_SPAN: Final = 10**11
 ENTRY_SPAN: Final = 1000
 # How soon a stream sees the thread's next run: one this process holds (a command sent
 # here), and one only the database knows of (another replica's).
-STORE_POLL_S: Final = 1.0
 NOT_SERVED = "{method} is a command of LangGraph's protocol this server does not serve"
 UNKNOWN_COMMAND = "unknown command {method!r}: send run.start, input.respond or state.get"
 NO_ASSISTANT = "run.start needs params.assistant_id (a graph id or an assistant id)"
@@ -360,10 +359,10 @@ async def _frames(
             if number is None:
                 number = _first_to_send(oldest_first)
             if number is None or number > len(oldest_first):
-                # At once when this process admits a run here, else after STORE_POLL_S
-                # (a run another replica admitted is in the store by then).
+                # At once when a run is admitted here (this process's, or one heard of),
+                # else after the store's recheck interval: what it could not tell.
                 with suppress(TimeoutError):
-                    await asyncio.wait_for(admitted, STORE_POLL_S)
+                    await asyncio.wait_for(admitted, agents.store.recheck_s)
                 continue
         record = oldest_first[number - 1]
         try:

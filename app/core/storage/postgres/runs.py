@@ -27,8 +27,15 @@ from psycopg.rows import tuple_row
 from app.core.errors import StorageUnavailable
 from app.core.storage.assistants import ASSISTANTS_SCHEMA, ASSISTANTS_TABLES, SqlAssistantStore
 from app.core.storage.postgres.connection import Pool
-from app.core.storage.postgres.listen import NOTIFY_END, Connect, listening
-from app.core.storage.runs import HeardEnd, RunEnd, renamed, storable, threads_from_runs
+from app.core.storage.postgres.listen import NOTIFY_ADMITTED, NOTIFY_END, Connect, listening
+from app.core.storage.runs import (
+    HeardAdmission,
+    HeardEnd,
+    RunEnd,
+    renamed,
+    storable,
+    threads_from_runs,
+)
 from app.core.storage.sql import (
     INSERT_THREAD,
     MARK_RENAMED,
@@ -219,6 +226,7 @@ class PostgresRunStore(SqlRunStore, SqlUserStore, SqlAssistantStore):
     GREATEST: ClassVar[str] = "GREATEST"
     NOW: ClassVar[str] = "extract(epoch from now())::double precision"
     recheck_s: ClassVar[float] = RECHECK_S
+    ADMITTED: ClassVar[str | None] = NOTIFY_ADMITTED
 
     def __init__(self, pool: Pool, *, listen: Connect | None = None) -> None:
         """On `pool`; `listen` opens the connection that hears run ends (none: unheard)."""
@@ -226,11 +234,13 @@ class PostgresRunStore(SqlRunStore, SqlUserStore, SqlAssistantStore):
         self._listen = listen
 
     @asynccontextmanager
-    async def hear_ends(self, heard: HeardEnd) -> AsyncIterator[None]:
+    async def hear_ends(
+        self, heard: HeardEnd, *, admitted: HeardAdmission | None = None
+    ) -> AsyncIterator[None]:
         if self._listen is None:
             yield
             return
-        async with listening(self._listen, heard):
+        async with listening(self._listen, heard, admitted):
             yield
 
     @staticmethod
