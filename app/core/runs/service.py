@@ -214,7 +214,7 @@ class AgentService:
         self._purged_at = 0.0
         # The active (queued or running) runs of each thread this process holds, in order.
         self._threads: dict[str, list[Run]] = {}
-        # Who waits for a thread's next run admitted here (`run_admitted`).
+        # Who waits for a thread's next admitted run (`admissions`).
         self._admission_waiters: dict[str, set[asyncio.Future[None]]] = {}
         self._turns = Turns(store, self.owner, self.lease_s)
         self.recovery = Recovery(self)
