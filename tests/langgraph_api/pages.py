@@ -7,15 +7,16 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Locator, Page, Request, expect, sync_playwright
 from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 
 from tests.doubles._server import ServerThread
-from tests.doubles.llm import ScriptedLLM
+from tests.doubles.llm import ScriptedLLM, text, tool_call
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.langgraph_api.js_build import PAGE, built_js_clients
 from tests.service.conftest import Backend, serving
@@ -70,3 +71,43 @@ def page(chromium: Browser) -> Iterator[Page]:
     context = chromium.new_context()
     yield context.new_page()
     context.close()
+
+
+def script_the_weather_question(llm: ScriptedLLM) -> None:
+    """The model asks which city, then looks up Shanghai's weather and answers."""
+    llm.script(
+        tool_call("ask_input", {"message": "哪个城市？", "placeholder": "北京"}),
+        tool_call("get_weather", {"location": "上海"}),
+        text("上海今天晴。"),
+    )
+
+
+def calls_to(page: Page, server: ServerProcess) -> list[str]:
+    """The `METHOD /path` of each request the page makes to `server`, as it makes them."""
+    calls: list[str] = []
+
+    def record(request: Request) -> None:
+        if request.url.startswith(server.url):
+            calls.append(f"{request.method} {urlsplit(request.url).path}")
+
+    page.on("request", record)
+    return calls
+
+
+def ask_the_weather(page: Page) -> tuple[Locator, Locator]:
+    """Send "查天气" and wait for the question: (the question, the messages' items)."""
+    page.get_by_label("message", exact=True).fill("查天气")
+    page.get_by_role("button", name="Send").click()
+    question = page.get_by_test_id("question")
+    expect(question).to_have_text("哪个城市？", timeout=WAIT_MS)
+    return question, page.get_by_role("list", name="messages").locator("li")
+
+
+def answer_shanghai(page: Page, question: Locator, messages: Locator) -> None:
+    """Answer the question with "上海" and wait for the reply, the question gone."""
+    expect(messages.first).to_have_text("查天气")
+    page.get_by_label("answer").fill("上海")
+    page.get_by_role("button", name="Answer").click()
+    expect(messages.last).to_have_text("上海今天晴。", timeout=WAIT_MS)
+    expect(question).to_have_count(0)
+    expect(page.get_by_role("alert")).to_have_count(0)

@@ -5,14 +5,23 @@ AGENT_CORS_ORIGINS, and signs in with the SDK's `apiKey` (both backends)."""
 
 from __future__ import annotations
 
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 import pytest
-from playwright.sync_api import Page, Request, expect
+from playwright.sync_api import Page, expect
 
 from tests.doubles._server import ServerThread
-from tests.doubles.llm import ScriptedLLM, text, tool_call
-from tests.langgraph_api.pages import WAIT_MS, chromium, page, page_server, server  # noqa: F401
+from tests.doubles.llm import ScriptedLLM
+from tests.langgraph_api.pages import (  # noqa: F401
+    answer_shanghai,
+    ask_the_weather,
+    calls_to,
+    chromium,
+    page,
+    page_server,
+    script_the_weather_question,
+    server,
+)
 from tests.service.conftest import API_KEY, Api
 from tests.support.processes import ServerProcess
 
@@ -30,38 +39,18 @@ def test_use_stream_shows_the_question_takes_the_answer_and_streams_the_reply(
     api: Api,
     history: str,
 ) -> None:
-    llm.script(
-        tool_call("ask_input", {"message": "哪个城市？", "placeholder": "北京"}),
-        tool_call("get_weather", {"location": "上海"}),
-        text("上海今天晴。"),
-    )
-    calls: list[str] = []
-
-    def record(request: Request) -> None:
-        if request.url.startswith(server.url):
-            calls.append(f"{request.method} {urlsplit(request.url).path}")
-
-    page.on("request", record)
+    script_the_weather_question(llm)
+    calls = calls_to(page, server)
     query = urlencode(
         {"apiUrl": server.url, "apiKey": API_KEY, "assistantId": "weather", "history": history}
     )
     page.goto(f"{page_server.url}/index.html?{query}")
 
-    page.get_by_label("message", exact=True).fill("查天气")
-    page.get_by_role("button", name="Send").click()
-    question = page.get_by_test_id("question")
-    expect(question).to_have_text("哪个城市？", timeout=WAIT_MS)
+    question, messages = ask_the_weather(page)
     expect(page.get_by_label("answer")).to_have_attribute("placeholder", "北京")
-    messages = page.get_by_role("list", name="messages").locator("li")
-    expect(messages.first).to_have_text("查天气")
+    answer_shanghai(page, question, messages)
 
-    page.get_by_label("answer").fill("上海")
-    page.get_by_role("button", name="Answer").click()
-
-    expect(messages.last).to_have_text("上海今天晴。", timeout=WAIT_MS)
-    expect(question).to_have_count(0)
     expect(page.locator("main")).to_have_attribute("data-loading", "false")
-    expect(page.get_by_role("alert")).to_have_count(0)
     thread_id = page.locator("main").get_attribute("data-thread-id")
     assert thread_id
     expect(messages.first).to_have_text("查天气")
