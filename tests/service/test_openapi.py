@@ -51,17 +51,9 @@ CHECKS = "all"
 SEED = os.environ.get("SCHEMATHESIS_SEED", "20261201")
 # Test cases per operation and phase, and steps per stateful scenario.
 MAX_EXAMPLES = 40
-# The thread-scoped protocol's two routes are documented, not fuzzed: a command's params
-# depend on its method, which the schema cannot say (so a valid-looking command is
-# refused), and an event stream ends only when its client leaves (so every request would
-# time out). tests/langgraph_api/test_thread_stream.py holds them to what they answer.
 CONFIG = """
 [phases.stateful]
 max-steps = 8
-
-[[operations]]
-include-path-regex = "^/threads/[^/]+/(commands|stream/events)$"
-enabled = false
 """
 REQUEST_TIMEOUT_S = 10
 CASES_LIMIT_S = 600  # examples, coverage, fuzzing: bounded by counts; this only stops a hang
