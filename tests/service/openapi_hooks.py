@@ -7,7 +7,8 @@ name a real agent, with valid ids and a user message (the rest stay as generated
 LLM double answers them, so thread views, run records and event streams are checked too.
 A LangGraph run body with neither `input` nor `command` (a rule the schema says in words
 only: `app.http.langgraph.runs`) gets a user message before it is sent, so that a run
-of an assistant the stateful phase created is not refused for it.
+of an assistant the stateful phase created is not refused for it; user messages of an
+AG-UI run that share an id (another such rule) get one each.
 Loaded by schemathesis through `SCHEMATHESIS_HOOKS`, drawn from its seed.
 """
 
@@ -82,6 +83,25 @@ def a_run_has_input(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
     body = case.body
     if label in LANGGRAPH_RUNS and isinstance(body, dict) and not {"input", "command"} & set(body):
         case.body = {**body, "input": A_QUESTION}
+    if label == "POST /api/agents/{graph_id}" and isinstance(body, dict):
+        _own_ids(body.get("messages"))
+
+
+def _own_ids(messages: Any) -> None:
+    """Give user messages that share an id one each: a rule the schema says in words only
+    (`duplicate_message`), as a client that numbers its messages does."""
+    if not isinstance(messages, list):
+        return
+    seen: set[Any] = set()
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        given = message.get("id")
+        unique, n = given, 1
+        while unique in seen:
+            unique, n = f"{given}{n}", n + 1
+        message["id"] = unique
+        seen.add(unique)
 
 
 def _label(context: Any) -> str:
