@@ -85,6 +85,28 @@ def a_run_has_input(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
         case.body = {**body, "input": A_QUESTION}
     if label == "POST /api/agents/{graph_id}" and isinstance(body, dict):
         _own_ids(body.get("messages"))
+    if isinstance(body, dict) and label.startswith("POST /") and " /api/" not in f" {label}":
+        _known_nodes(body)
+
+
+# The agents' nodes: what `as_node`, `interrupt_before` and `interrupt_after` may name (a
+# rule the schema says in words only: `unknown_node`); a body naming others drops them.
+NODES = {"__start__", "agent", "tools"}
+
+
+def _known_nodes(body: dict[str, Any]) -> None:
+    def known(name: Any) -> bool:
+        return isinstance(name, str) and name in NODES
+
+    as_node = body.get("as_node")
+    if as_node is not None and not (known(as_node) or as_node == "__copy__"):
+        del body["as_node"]
+    for key in ("interrupt_before", "interrupt_after"):
+        named = body.get(key)
+        if named is None or named == "*":
+            continue
+        if not isinstance(named, list) or not all(known(name) for name in named):
+            del body[key]
 
 
 def _own_ids(messages: Any) -> None:
