@@ -36,8 +36,10 @@ WAITING = 30
 # per thread remain, whatever the number of waiting runs.
 MAX_XACTS_PER_S = 10.0
 MEASURE_S = 6.0
-# Stats reach pg_stat_database within a second of a transaction (PostgreSQL 15+).
-STATS_FLUSH_S = 1.5
+# A backend that goes idle keeps its transaction counts from pg_stat_database for up to
+# 10 s (PostgreSQL 15+'s PGSTAT_IDLE_INTERVAL): the admissions' burst must be counted
+# before the window opens, or its late counts land in the window.
+STATS_FLUSH_S = 11.0
 # From the end of the run ahead (its RUN_FINISHED at the client) to the next run's first
 # event: a wake-up, a claim, a prepared run, one log write. Well under the slow poll.
 PROMPT_S = 0.5
