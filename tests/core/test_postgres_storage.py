@@ -127,7 +127,8 @@ async def test_a_burst_of_work_holds_no_more_connections_than_the_pool_size(
     # All closed at the end: a closed connection's server process leaves pg_stat_activity
     # a moment after the client hangs up, later on a loaded machine.
     async with asyncio.timeout(HEAR_DEADLINE_S):
-        while await asyncio.to_thread(connections_of, postgres_url) != 0:
+        while (held := await asyncio.to_thread(connections_of, postgres_url)) != 0:
+            assert held <= 2
             await asyncio.sleep(POLL_S)  # polling interval, not a wait for a result
 
 
