@@ -135,6 +135,9 @@ async def test_a_background_run_is_joined_and_its_record_is_an_ordinary_run(
 async def test_wait_answers_the_values_and_a_stateless_run_gets_a_thread_of_its_own(
     client: LangGraphClient, llm: ScriptedLLM
 ) -> None:
+    # A client that waits for the values gets nothing from streamed tokens: the model is
+    # asked for its answer in one piece (a streamed run asks for a stream, see
+    # test_messages_mode_sends_metadata_then_growing_partials_and_whole_tool_messages).
     llm.script(text("好的。"), text("再见。"))
     thread_id = (await client.threads.create())["thread_id"]
 
@@ -148,6 +151,7 @@ async def test_wait_answers_the_values_and_a_stateless_run_gets_a_thread_of_its_
     assert [m["type"] for m in values["messages"]] == ["human", "ai"]
     assert values["messages"][-1]["content"] == "好的。"
     assert stateless["messages"][-1]["content"] == "再见。"
+    assert [bool(request.get("stream")) for request in llm.requests] == [False, False]
 
 
 async def test_a_cancelled_run_ends_and_the_thread_takes_the_next_one(

@@ -237,12 +237,20 @@ async def _answers(agents: AgentService, thread_id: str, resume: Any) -> list[Re
     ]
 
 
-async def start(agents: AgentService, thread_id: str, body: RunCreate, caller: Caller) -> Run:
+async def start(
+    agents: AgentService,
+    thread_id: str,
+    body: RunCreate,
+    caller: Caller,
+    *,
+    stream_tokens: bool = True,
+) -> Run:
     """Start the run the body asks for on `thread_id` as `caller`, through the run core,
     with its assistant's config and context under its own: new messages, answers
     (`command.resume`) with `command.update`/`goto` or those alone, or no input at all
     (the thread goes on from where it stands, as after a breakpoint or a state update;
-    `no_user_message` when nothing is to run there)."""
+    `no_user_message` when nothing is to run there). `stream_tokens=False`: the model
+    answers in one piece (a client waiting for the outcome)."""
     resolved = await resolve(agents, body.assistant_id, caller)
     config, context = run_settings(resolved, body.config, body.context)
     graph_id = resolved.graph_id
@@ -263,6 +271,7 @@ async def start(agents: AgentService, thread_id: str, body: RunCreate, caller: C
         run_id=str(uuid.uuid4()),
         messages=messages,
         resume=resume,
+        stream_tokens=stream_tokens,
         multitask_strategy=body.multitask_strategy,
         caller=caller,
         checkpoint_id=body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id"),
@@ -588,7 +597,10 @@ async def wait_run(
     thread_id: ThreadId, request: Request, agents: Agents, caller: CallerOf
 ) -> Response:
     """Start a run and answer the thread's values once it has ended."""
-    run = await start(agents, thread_id, await _run_body(request, agents), caller)
+    body = await _run_body(request, agents)
+    # The answer is the values at the end: streaming the model's tokens into the run's
+    # log would be paid for by every wait (a stream that joins it gets each text whole).
+    run = await start(agents, thread_id, body, caller, stream_tokens=False)
     values = await final_values(agents, thread_id, run.run_id)
     return answer(agents, values, headers=_links(thread_id, run.run_id, "join"))
 
