@@ -90,14 +90,18 @@ PLAN = Plan(
     seq_runs=20,
     peer_seq_runs=10,  # every langgraph dev run waits in its queue's ~1 s poll
     clients=(10, 50),
-    batch_runs=(30, 80),
+    # 80 runs among 50 clients measured the batch's ramp as much as the server (50 runs
+    # start together, the last 30 end alone): 300 hold all 50 busy for most of it.
+    batch_runs=(60, 300),
     peer_batch_runs=(15, 40),
     # One round of batches swung by 2x between targets on this shared machine: the
     # median of three is the figure.
     throughput_rounds=3,
     results_md=None,
 )
-QUICK = replace(PLAN, warmup_runs=2, seq_runs=8, peer_seq_runs=4, throughput_rounds=1)
+QUICK = replace(
+    PLAN, warmup_runs=2, seq_runs=8, peer_seq_runs=4, batch_runs=(30, 80), throughput_rounds=1
+)
 # Inside `python -m bench` (full runs): about 7 minutes more, one throughput round (noisy;
 # `python -m bench.langgraph_cost` alone for the three-round figure).
 IN_BENCH = replace(PLAN, seq_runs=12, peer_seq_runs=6, throughput_rounds=1)
