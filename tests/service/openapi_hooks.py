@@ -85,7 +85,8 @@ def a_run_has_input(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
         case.body = {**body, "input": A_QUESTION}
     if label == "POST /api/agents/{graph_id}" and isinstance(body, dict):
         _own_ids(body.get("messages"))
-    if isinstance(body, dict) and label.startswith("POST /") and " /api/" not in f" {label}":
+    langgraph = not case.operation.path.startswith("/api/")  # its API sits at the root
+    if isinstance(body, dict) and langgraph and case.operation.method.upper() == "POST":
         _known_nodes(body)
 
 

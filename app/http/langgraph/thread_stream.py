@@ -65,6 +65,7 @@ NOT_SERVED = "{method} is a command of LangGraph's protocol this server does not
 UNKNOWN_COMMAND = "unknown command {method!r}: send run.start, input.respond or state.get"
 NO_ASSISTANT = "run.start needs params.assistant_id (a graph id or an assistant id)"
 NOT_PENDING = "interrupt {interrupt_id!r} is not pending on thread {thread_id}"
+NO_ANSWER = "input.respond needs interrupt_id and response (or responses: a list of both)"
 NO_RUN = "thread {thread_id} has no run: start one with run.start before input.respond"
 NOT_INPUT = (
     "run.start takes input.messages (new messages), no input, or (a thread with a pending "
@@ -250,12 +251,12 @@ async def _respond(agents: AgentService, thread_id: str, params: dict[str, Any])
     if entries is None:
         entries = [params]
     if not isinstance(entries, list) or not entries:
-        raise Invalid("invalid_body", "input.respond needs interrupt_id and response")
+        raise Invalid("invalid_body", NO_ANSWER)
     answers: dict[str, Any] = {}
     for entry in entries:
         interrupt_id = entry.get("interrupt_id") if isinstance(entry, dict) else None
         if not isinstance(interrupt_id, str) or "response" not in entry:
-            raise Invalid("invalid_body", "input.respond needs interrupt_id and response")
+            raise Invalid("invalid_body", NO_ANSWER)
         answers[interrupt_id] = entry["response"]
     pending = {i.id for i in (await agents.thread(thread_id)).interrupts}
     for interrupt_id in answers:
