@@ -1,56 +1,18 @@
 // A chat page built on LangGraph's React hook, the run-scoped `useStream` of
 // @langchain/langgraph-sdk/react, wired the way agent-chat-ui wires it (apiUrl, apiKey,
 // assistantId, a thread id kept by the page, the thread's history fetched). The query
-// string names the server: ?apiUrl=...&apiKey=...&assistantId=...; `history=0` leaves
-// the history unfetched, so the hook knows of a question from the stream alone.
+// string names the server (chat.jsx); `history=0` leaves the history unfetched, so the
+// hook knows of a question from the stream alone.
 import { useState } from "react";
 import { createRoot } from "react-dom/client";
 import { useStream } from "@langchain/langgraph-sdk/react";
-
-const params = new URLSearchParams(window.location.search);
-const apiUrl = params.get("apiUrl");
-const apiKey = params.get("apiKey") ?? undefined;
-const assistantId = params.get("assistantId") ?? "weather";
-
-function text(content) {
-  if (typeof content === "string") return content;
-  return content
-    .filter((part) => part.type === "text")
-    .map((part) => part.text)
-    .join("");
-}
-
-function Question({ interrupt, onAnswer }) {
-  const [answer, setAnswer] = useState("");
-  const asked = interrupt.value ?? {};
-  return (
-    <form
-      aria-label="question"
-      onSubmit={(event) => {
-        event.preventDefault();
-        onAnswer(answer);
-      }}
-    >
-      <p data-testid="question">{asked.message}</p>
-      <input
-        aria-label="answer"
-        placeholder={asked.placeholder ?? ""}
-        value={answer}
-        onChange={(event) => setAnswer(event.target.value)}
-      />
-      <button type="submit">Answer</button>
-    </form>
-  );
-}
+import { Ask, Failure, Messages, Question, params, server } from "./chat.jsx";
 
 function Chat() {
   const [threadId, setThreadId] = useState(null);
   const [runId, setRunId] = useState(null);
-  const [draft, setDraft] = useState("");
   const stream = useStream({
-    apiUrl,
-    apiKey,
-    assistantId,
+    ...server,
     threadId,
     onThreadId: setThreadId,
     onCreated: (run) => setRunId(run.run_id),
@@ -59,33 +21,18 @@ function Chat() {
 
   return (
     <main data-thread-id={threadId ?? ""} data-run-id={runId ?? ""} data-loading={String(stream.isLoading)}>
-      <ol aria-label="messages">
-        {stream.messages.map((message, i) => (
-          <li key={message.id ?? i} data-type={message.type}>
-            {text(message.content)}
-          </li>
-        ))}
-      </ol>
+      <Messages messages={stream.messages} />
       {stream.interrupt ? (
         <Question
           interrupt={stream.interrupt}
           onAnswer={(answer) => stream.submit(null, { command: { resume: answer } })}
         />
       ) : null}
-      {stream.error ? <p role="alert">{String(stream.error?.message ?? stream.error)}</p> : null}
-      <form
-        aria-label="ask"
-        onSubmit={(event) => {
-          event.preventDefault();
-          stream.submit({ messages: [{ type: "human", content: draft }] });
-          setDraft("");
-        }}
-      >
-        <input aria-label="message" value={draft} onChange={(e) => setDraft(e.target.value)} />
-        <button type="submit" disabled={stream.isLoading}>
-          Send
-        </button>
-      </form>
+      <Failure error={stream.error} />
+      <Ask
+        busy={stream.isLoading}
+        onAsk={(draft) => stream.submit({ messages: [{ type: "human", content: draft }] })}
+      />
     </main>
   );
 }
