@@ -81,13 +81,22 @@ A_QUESTION = {"messages": [{"role": "user", "content": "天气？"}]}
 def a_run_has_input(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
     label = f"{case.operation.method.upper()} {case.operation.path}"
     body = case.body
-    if label in LANGGRAPH_RUNS and isinstance(body, dict) and not {"input", "command"} & set(body):
+    if label in LANGGRAPH_RUNS and isinstance(body, dict) and not _has_input(body):
         case.body = {**body, "input": A_QUESTION}
     if label == "POST /api/agents/{graph_id}" and isinstance(body, dict):
         _own_ids(body.get("messages"))
     langgraph = not case.operation.path.startswith("/api/")  # its API sits at the root
     if isinstance(body, dict) and langgraph and case.operation.method.upper() == "POST":
         _known_nodes(body)
+
+
+def _has_input(body: dict[str, Any]) -> bool:
+    """Whether a run body gives its run something to do: input, or a command that says
+    something (`null` input or an empty command, `{}`, leave a new thread
+    `no_user_message`, a rule the schema says in words only)."""
+    command = body.get("command")
+    directs = isinstance(command, dict) and bool({"resume", "update", "goto"} & set(command))
+    return body.get("input") is not None or directs
 
 
 # The agents' nodes: what `as_node`, `interrupt_before` and `interrupt_after` may name (a
