@@ -91,6 +91,14 @@ def a_run_has_input(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
         number = isinstance(version, (int, float)) and not isinstance(version, bool)
         if number and version >= 1 and version == int(version):
             body["version"] = 1
+    # An empty list of values is no update at all (`invalid_update`): a rule the schema
+    # says in words only; `null` (nothing written) is what it can mean.
+    if (
+        label == "POST /threads/{thread_id}/state"
+        and isinstance(body, dict)
+        and body.get("values") == []
+    ):
+        body["values"] = None
     if label == "POST /api/agents/{graph_id}" and isinstance(body, dict):
         _own_ids(body.get("messages"))
     langgraph = not case.operation.path.startswith("/api/")  # its API sits at the root
