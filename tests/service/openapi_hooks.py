@@ -7,8 +7,9 @@ name a real agent, with valid ids and a user message (the rest stay as generated
 LLM double answers them, so thread views, run records and event streams are checked too.
 A LangGraph run body with neither `input` nor `command` (a rule the schema says in words
 only: `app.http.langgraph.runs`) gets a user message before it is sent, so that a run
-of an assistant the stateful phase created is not refused for it; user messages of an
-AG-UI run that share an id (another such rule) get one each.
+of an assistant the stateful phase created is not refused for it; the other such rules
+(`rules_the_schema_says_in_words`: message ids, node names, assistant versions, empty
+state updates) are bent the same way.
 Loaded by schemathesis through `SCHEMATHESIS_HOOKS`, drawn from its seed.
 """
 
@@ -78,7 +79,9 @@ A_QUESTION = {"messages": [{"role": "user", "content": "天气？"}]}
 
 
 @schemathesis.hook("before_call")
-def a_run_has_input(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
+def rules_the_schema_says_in_words(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
+    """Bend a generated request to the server's rules the schema cannot state (each
+    named below), so the stateful phase does not call their refusals wrong."""
     label = f"{case.operation.method.upper()} {case.operation.path}"
     body = case.body
     if label in LANGGRAPH_RUNS and isinstance(body, dict) and not _has_input(body):
