@@ -43,6 +43,8 @@ from tests.doubles.context_limits import ContextLimit, TokenCount, too_long
 # What `usage.prompt_tokens` says when no window counts the prompt.
 DEFAULT_PROMPT_TOKENS = 10
 OUT_OF_SCRIPT = "ScriptedLLM: script ran out at request #{n} (add a turn with llm.script(...))"
+# How long a paused stream waits for the test's release at most.
+PAUSE_S = 60.0
 HANG_RELEASED = "ScriptedLLM: the hanging reply was released before it finished"
 
 _ids = itertools.count(1)
@@ -81,6 +83,9 @@ class Turn:
     hang_s: float = 0.0
     # Nothing is sent until `ScriptedLLM.release()` (or this long); then the whole turn.
     hold_s: float = 0.0
+    # Streaming: the content is sent up to the end of this text, then the rest only once
+    # the test calls `ScriptedLLM.release()` (or after PAUSE_S).
+    pause_after: str = ""
     reasoning: str = ""
     finish_reason: str | None = None
     # --- provider shapes (defaults: OpenAI's own) ------------------------------------
@@ -221,6 +226,13 @@ def hang(seconds: float = 60.0, *, partial: str = "") -> Turn:
 def held(then: Turn, seconds: float = 60.0) -> Turn:
     """`then`, answered in full once the test calls `llm.release()` (or after `seconds`)."""
     return replace(then, hold_s=seconds)
+
+
+def paused(turn: Turn, *, after: str) -> Turn:
+    """`turn`, its stream stopping after the content `after` until `llm.release()`."""
+    if after not in turn.content:
+        raise ValueError(f"{after!r} is not in the turn's content")
+    return replace(turn, pause_after=after)
 
 
 def garbage(body: str = "<html><body>502 Bad Gateway</body></html>") -> Turn:
@@ -545,6 +557,8 @@ class ScriptedLLM(ServedDouble):
                 # Stalls mid-stream; a released hang ends the stream without a finish chunk.
                 await self._server.hang(turn.hang_s)
                 return
+            if i == reply.pause_after:
+                await self._server.hang(PAUSE_S)
         if turn.cut == "drop":
             raise ConnectionDropped  # the server goes away: the body is never completed
         if turn.cut != "end":
@@ -605,6 +619,7 @@ class _Reply:
             half = last.arguments[: max(1, len(last.arguments) // 2)]
             self.calls[-1] = (replace(last, args=half), call_id)
         self.hang_after = -1
+        self.pause_after = -1
 
     @property
     def finish_reason(self) -> str:
@@ -679,6 +694,9 @@ class _Reply:
         first: dict[str, Any] = {"role": "assistant", "content": "", "refusal": None}
         deltas.append(first)
         deltas.extend({turn.reasoning_field: piece} for piece in _pieces(turn.reasoning, size))
+        if turn.pause_after:
+            sent = turn.content.index(turn.pause_after) + len(turn.pause_after)
+            self.pause_after = len(deltas) + (sent - 1) // size
         deltas.extend({"content": piece} for piece in _pieces(turn.content, size))
         if turn.hang_s:
             self.hang_after = len(deltas) - 1

@@ -23,6 +23,7 @@ from tests.doubles.llm import (
     hang,
     honoring_stop,
     ollama_calls,
+    paused,
     provider,
     react,
     reasoning,
@@ -215,6 +216,27 @@ async def test_streaming_hang_sends_partial_text_then_stalls(llm: ScriptedLLM) -
     await asyncio.wait_for(consume(), timeout=5)
 
     assert "".join(seen) == "正在"
+
+
+async def test_a_paused_stream_sends_the_rest_only_once_released(llm: ScriptedLLM) -> None:
+    llm.script(paused(text("北京今天多云，气温适宜。"), after="北京今天"))
+    seen: list[str] = []
+    stream = model(llm).astream("hi")
+
+    async for chunk in stream:
+        seen.append(str(chunk.content))
+        if "".join(seen).startswith("北京今天"):
+            break
+    assert "".join(seen) == "北京今天多云"  # the piece holding the pause's end
+    following = asyncio.ensure_future(anext(stream))
+    done, _ = await asyncio.wait([following], timeout=0.3)
+    assert not done, "nothing more comes while paused"
+    llm.release()
+    seen.append(str((await following).content))
+    async for chunk in stream:
+        seen.append(str(chunk.content))
+
+    assert "".join(seen) == "北京今天多云，气温适宜。"
 
 
 async def test_slow_text_takes_its_delay(llm: ScriptedLLM) -> None:

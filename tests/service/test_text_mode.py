@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import replace
 
 import pytest
 
-from tests.doubles.llm import ScriptedLLM, react, text
+from tests.doubles.llm import ScriptedLLM, paused, react, text
 from tests.doubles.open_meteo import FakeOpenMeteo
 from tests.doubles.tushare_mcp import TushareMCP
 from tests.service.conftest import Api, Backend, Stream, answer, run_body, serving_tushare
@@ -21,6 +20,7 @@ from tests.support.processes import ServerProcess
 pytestmark = pytest.mark.processes  # real servers, CLI processes or a browser
 
 INVENTED = "晴 40°C"
+ANSWER = "北京今天多云，气温适宜。"
 
 
 @pytest.fixture(scope="module")
@@ -63,10 +63,13 @@ def test_a_text_mode_weather_run_streams_the_answer_and_drops_an_invented_observ
             args={"location": "北京"},
             invented=INVENTED,
         ),
-        # Paced: the run log merges the pieces that come within one of its writes.
-        replace(react("已经拿到结果。", answer="北京今天多云，气温适宜。"), delay_s=0.02),
+        # The model stops mid-answer: what the client has by then was streamed, not sent whole.
+        paused(react("已经拿到结果。", answer=ANSWER), after="北京今天"),
     )
-    stream = api.run("weather", run_body(thread_id, ("u1", "北京今天天气怎么样")))
+    body = run_body(thread_id, ("u1", "北京今天天气怎么样"))
+    shown = api.run("weather", body, until=lambda e: e["type"] == "TEXT_MESSAGE_CONTENT")
+    llm.release()
+    stream = api.join(thread_id, body["runId"])
 
     assert stream.last["outcome"] == {"type": "success"}
     first, second = llm.requests
@@ -78,8 +81,9 @@ def test_a_text_mode_weather_run_streams_the_answer_and_drops_an_invented_observ
     assert json.loads(stream.args_by_call()[start["toolCallId"]]) == {"location": "北京"}
     [result] = stream.of("TOOL_CALL_RESULT")
     assert result["toolCallId"] == start["toolCallId"] and "北京" in result["content"]
-    assert answer_text(stream) == "北京今天多云，气温适宜。"
-    assert len(stream.of("TEXT_MESSAGE_CONTENT")) > 1, "the answer streams in pieces"
+    assert answer_text(stream) == ANSWER
+    before_the_model_went_on = shown.last["delta"]
+    assert ANSWER.startswith(before_the_model_went_on) and before_the_model_went_on != ANSWER
     # Thoughts are reasoning, not answer text; the invented observation is nowhere.
     assert "需要查询" not in answer_text(stream) and "Thought" not in answer_text(stream)
     assert INVENTED not in stream.raw.decode("utf-8")
