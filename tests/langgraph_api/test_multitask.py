@@ -3,6 +3,7 @@ in progress, on the same run records as `/api` (both backends)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -19,11 +20,20 @@ def said(text_: str) -> dict[str, Any]:
     return {"messages": [{"role": "user", "content": text_}]}
 
 
-async def busy_thread(client: LangGraphClient, llm: ScriptedLLM, first: Any) -> tuple[str, str]:
+async def busy_thread(
+    client: LangGraphClient, llm: ScriptedLLM, first: Any, *, shown: str = ""
+) -> tuple[str, str]:
+    """A thread whose first run is going: the model was asked, and its `shown` text (if
+    any) has reached the run's stream, so a run that stops it now keeps that text."""
     llm.script(first)
     thread_id = (await client.threads.create())["thread_id"]
     run = await client.runs.create(thread_id, "weather", input=said("第一句"))
     await llm.await_requests(1)
+    if shown:
+        parts = client.runs.join_stream(thread_id, run["run_id"], stream_mode="messages-tuple")
+        async for part in parts:
+            if part.event == "messages" and shown in json.dumps(part.data, ensure_ascii=False):
+                break
     return thread_id, run["run_id"]
 
 
@@ -62,7 +72,7 @@ async def test_enqueue_runs_the_second_after_the_first(
 async def test_interrupt_and_rollback_stop_the_first_run_for_the_second(
     client: LangGraphClient, llm: ScriptedLLM, api: Api, strategy: str
 ) -> None:
-    thread_id, first = await busy_thread(client, llm, hang(30, partial="我想"))
+    thread_id, first = await busy_thread(client, llm, hang(30, partial="我想"), shown="我想")
     llm.script(text("好的。"))
 
     second = await client.runs.create(
