@@ -34,6 +34,8 @@ async def busy_thread(
         async for part in parts:
             if part.event == "messages" and shown in json.dumps(part.data, ensure_ascii=False):
                 break
+        else:
+            raise AssertionError(f"{shown!r} never reached the first run's stream")
     return thread_id, run["run_id"]
 
 
