@@ -34,13 +34,7 @@ export function Question({ interrupt, onAnswer }) {
   const [answer, setAnswer] = useState("");
   const asked = interrupt.value ?? {};
   return (
-    <form
-      aria-label="question"
-      onSubmit={(event) => {
-        event.preventDefault();
-        onAnswer(answer);
-      }}
-    >
+    <Form label="question" onSubmit={() => onAnswer(answer)}>
       <p data-testid="question">{asked.message}</p>
       <input
         aria-label="answer"
@@ -49,7 +43,7 @@ export function Question({ interrupt, onAnswer }) {
         onChange={(event) => setAnswer(event.target.value)}
       />
       <button type="submit">Answer</button>
-    </form>
+    </Form>
   );
 }
 
@@ -60,10 +54,9 @@ export function Failure({ error }) {
 export function Ask({ busy, onAsk }) {
   const [draft, setDraft] = useState("");
   return (
-    <form
-      aria-label="ask"
-      onSubmit={(event) => {
-        event.preventDefault();
+    <Form
+      label="ask"
+      onSubmit={() => {
         onAsk(draft);
         setDraft("");
       }}
@@ -72,6 +65,21 @@ export function Ask({ busy, onAsk }) {
       <button type="submit" disabled={busy}>
         Send
       </button>
+    </Form>
+  );
+}
+
+// A form that stays on the page when sent.
+function Form({ label, onSubmit, children }) {
+  return (
+    <form
+      aria-label={label}
+      onSubmit={(event) => {
+        event.preventDefault();
+        onSubmit();
+      }}
+    >
+      {children}
     </form>
   );
 }
