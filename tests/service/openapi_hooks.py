@@ -81,7 +81,8 @@ A_QUESTION = {"messages": [{"role": "user", "content": "天气？"}]}
 @schemathesis.hook("before_call")
 def rules_the_schema_says_in_words(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
     """Bend a generated request to the server's rules the schema cannot state (each
-    named below), so the stateful phase does not call their refusals wrong."""
+    named below), so schemathesis does not call their refusals wrong: a schema-valid
+    request refused, or a resource just created reported gone."""
     label = f"{case.operation.method.upper()} {case.operation.path}"
     body = case.body
     if label in LANGGRAPH_RUNS and isinstance(body, dict) and not _has_input(body):

@@ -106,9 +106,7 @@ def test_schemathesis_finds_nothing(
     fuzzed_server: ServerProcess, llm: ScriptedLLM, tmp_path: Path
 ) -> None:
     llm.fallback = lambda body: text("好的。")
-    configs = {"cases": CONFIG, "stateful": STATEFUL_CONFIG}
-    for name, text_ in configs.items():
-        (tmp_path / f"{name}.toml").write_text(text_, encoding="utf-8")
+    config = tmp_path / "schemathesis.toml"
     env = {
         **os.environ,
         "SCHEMATHESIS_HOOKS": HOOKS,
@@ -117,11 +115,12 @@ def test_schemathesis_finds_nothing(
         "COLUMNS": "120",
     }
 
-    def schemathesis(phases: str, config: str, budget_s: float) -> tuple[str, int]:
+    def schemathesis(phases: str, settings: str, budget_s: float) -> tuple[str, int]:
+        config.write_text(settings, encoding="utf-8")
         command = [
             SCHEMATHESIS,
             "--config-file",
-            str(tmp_path / f"{config}.toml"),
+            str(config),
             "run",
             f"{fuzzed_server.url}/openapi.json",
             "--header",
@@ -144,12 +143,12 @@ def test_schemathesis_finds_nothing(
         ]
         return _run_bounded(command, budget_s=budget_s, cwd=tmp_path, env=env)
 
-    report, status = schemathesis("examples,coverage,fuzzing", "cases", CASES_LIMIT_S)
+    report, status = schemathesis("examples,coverage,fuzzing", CONFIG, CASES_LIMIT_S)
     print(report)  # shown with -s or -rP
     assert status == 0, f"schemathesis found problems (seed {SEED}):\n{report}"
     assert re.search(r"Fuzzing \(in ", report), f"the fuzzing phase did not finish:\n{report}"
 
-    report, status = schemathesis("stateful", "stateful", STATEFUL_BUDGET_S)
+    report, status = schemathesis("stateful", STATEFUL_CONFIG, STATEFUL_BUDGET_S)
     print(report)
     covered = re.search(r"API Links:\s+(\d+) covered", report)
     assert status == 0, f"schemathesis found problems (seed {SEED}):\n{report}"
